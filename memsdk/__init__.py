@@ -1,0 +1,60 @@
+"""memsdk: agent memory whose decisions are made by trained, hot-swappable policies.
+
+Importing memsdk is cheap: torch, sentence-transformers, transformers and qdrant-client
+are imported only when a model or a server-backed store is first used.
+"""
+
+from memsdk.bank import BankLimits, BankSnapshot, MemoryBank, Transition
+from memsdk.embedding import Embedder, HashEmbedder, SentenceTransformerEmbedder
+from memsdk.errors import (
+    Conflict,
+    EmbedderError,
+    ImportConflict,
+    InvalidInput,
+    MemoryNotFound,
+    MemsdkError,
+    PolicyError,
+    PolicyUnavailable,
+    ScopeRequired,
+    StoreError,
+    StoreLocked,
+    StoreUnavailable,
+)
+from memsdk.store import InMemoryTransport, StoreTransport, open_transport
+from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "API_ACTOR",
+    "Actor",
+    "BankLimits",
+    "BankSnapshot",
+    "Conflict",
+    "Embedder",
+    "EmbedderError",
+    "EventType",
+    "HashEmbedder",
+    "HistoryEvent",
+    "ImportConflict",
+    "InMemoryTransport",
+    "InvalidInput",
+    "MemoryBank",
+    "MemoryNotFound",
+    "MemoryRecord",
+    "MemsdkError",
+    "Op",
+    "OpType",
+    "PolicyError",
+    "PolicyUnavailable",
+    "Scope",
+    "ScopeRequired",
+    "ScoredMemory",
+    "SentenceTransformerEmbedder",
+    "StoreError",
+    "StoreLocked",
+    "StoreTransport",
+    "StoreUnavailable",
+    "Transition",
+    "open_transport",
+]

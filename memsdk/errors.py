@@ -11,7 +11,11 @@
     │   └── StoreUnavailable    a Qdrant server cannot be reached
     ├── EmbedderError           the embedding model could not load or run
     └── PolicyError             an LLM policy could not produce a decision
-        └── PolicyUnavailable   its backend is down or timing out
+        ├── PolicyUnavailable   its backend is down, refusing or timing out (after bounded retries)
+        │   └── BackendTimeout  no answer within the configured timeout
+        └── BackendError        the LLM backend rejected the request; ``status_code`` when HTTP
+            ├── ModelNotFound   no such model or LoRA adapter name (served or in-process)
+            └── ContextTooLong  prompt + max_tokens exceed the model's context window
 
 Backends map their native exceptions onto this tree (``raise ... from exc``), so the
 embedded engine and a Qdrant server raise the same class for the same failure.
@@ -32,6 +36,10 @@ __all__ = [
     "EmbedderError",
     "PolicyError",
     "PolicyUnavailable",
+    "BackendTimeout",
+    "BackendError",
+    "ModelNotFound",
+    "ContextTooLong",
 ]
 
 
@@ -53,7 +61,12 @@ class InvalidInput(MemsdkError, ValueError):
         first = exc.errors()[0]
         path = prefix
         for part in first["loc"]:
-            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+            if part == "[key]":  # pydantic's marker for "the dict key itself is invalid"
+                path += " (the key)"
+            elif isinstance(part, int):
+                path += f"[{part}]"
+            else:
+                path += f".{part}" if path else str(part)
         return cls(path or "input", first["msg"])
 
 
@@ -115,3 +128,33 @@ class PolicyError(MemsdkError):
 
 class PolicyUnavailable(PolicyError):
     """The policy's LLM backend is down, refusing, or too slow."""
+
+
+# --- LLM backends (memsdk.llm) ----------------------------------------------------------
+
+
+class BackendTimeout(PolicyUnavailable):
+    """The LLM backend did not answer within the configured timeout."""
+
+
+class BackendError(PolicyError):
+    """The LLM backend answered with an error that retrying would not fix.
+
+    ``status_code`` is the HTTP status for server backends, ``None`` in-process.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        self.status_code = status_code
+        super().__init__(message)
+
+
+class ModelNotFound(BackendError):
+    """No served model or loaded LoRA adapter has this name."""
+
+    def __init__(self, model: str, message: str | None = None, *, status_code: int | None = None) -> None:
+        self.model = model
+        super().__init__(message or f"model {model!r} not found", status_code=status_code)
+
+
+class ContextTooLong(BackendError):
+    """The prompt plus ``max_tokens`` does not fit the model's context window."""

@@ -1,0 +1,275 @@
+"""MemoryBank: scoped records, their audit history, search, snapshots, export/import.
+
+Every change goes through `transition.plan` (or `plan_restore`) and one `_commit`; every
+read builds its `Where` from the caller's scope. Writes are serialised by a lock, so two
+threads applying ops to the same scope never interleave a read-plan-write cycle.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from memsdk.bank import codec
+from memsdk.bank.transition import BankLimits, Transition, plan, plan_restore
+from memsdk.embedding.base import Embedder
+from memsdk.errors import EmbedderError, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
+from memsdk.store.base import StoreTransport
+from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, utcnow
+
+if TYPE_CHECKING:
+    from memsdk.bank.snapshot import BankSnapshot
+
+__all__ = ["MemoryBank", "as_scope", "as_memory_id"]
+
+ScopeLike = Scope | dict[str, Any]
+
+
+def as_scope(value: ScopeLike | None, field: str = "scope") -> Scope:
+    """Validate a scope given as a `Scope` or a dict; errors name the field."""
+    if isinstance(value, Scope):
+        return value
+    if value is None or value == {}:
+        raise ScopeRequired(field)
+    if not isinstance(value, dict):
+        raise InvalidInput(field, f"expected a Scope or a dict, got {type(value).__name__}")
+    try:
+        return Scope.model_validate(value)
+    except ValidationError as exc:
+        if any(e["type"] == "value_error" and not e["loc"] for e in exc.errors()):
+            raise ScopeRequired(field) from None
+        raise InvalidInput.from_pydantic(exc, field) from None
+
+
+def as_memory_id(value: uuid.UUID | str, field: str = "memory_id") -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise InvalidInput(field, f"{value!r} is not a memory id (a UUID)") from None
+
+
+def as_ops(ops: Iterable[Op | dict[str, Any]]) -> list[Op]:
+    out = []
+    for i, op in enumerate(ops):
+        if isinstance(op, Op):
+            out.append(op)
+            continue
+        try:
+            out.append(Op.model_validate(op))
+        except ValidationError as exc:
+            raise InvalidInput.from_pydantic(exc, f"ops[{i}]") from None
+    return out
+
+
+class MemoryBank:
+    """The memory of many scopes in one store.
+
+    ``MemoryBank.open(path)`` is the embedded default; ``MemoryBank.open(":memory:")`` and
+    ``MemoryBank.open("http://qdrant:6333")`` use qdrant-client. Any `StoreTransport` can be
+    passed to the constructor directly.
+    """
+
+    def __init__(
+        self,
+        transport: StoreTransport,
+        embedder: Embedder,
+        *,
+        limits: BankLimits = BankLimits(),
+        clock: Callable[[], Any] = utcnow,
+    ) -> None:
+        if transport.dim != embedder.dim:
+            raise InvalidInput("embedder", f"makes {embedder.dim}-d vectors, the store holds {transport.dim}-d")
+        self.transport = transport
+        self.embedder = embedder
+        self.limits = limits
+        self._clock = clock
+        self._write_lock = threading.RLock()
+        self._seq = 0
+
+    @classmethod
+    def open(
+        cls,
+        location: str | os.PathLike[str],
+        *,
+        embedder: Embedder | None = None,
+        limits: BankLimits = BankLimits(),
+        api_key: str | None = None,
+    ) -> MemoryBank:
+        from memsdk.embedding.minilm import SentenceTransformerEmbedder
+        from memsdk.store import open_transport
+
+        embedder = embedder or SentenceTransformerEmbedder()
+        return cls(open_transport(location, dim=embedder.dim, api_key=api_key), embedder, limits=limits)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def apply(self, scope: ScopeLike, ops: Iterable[Op | dict[str, Any]], *, actor: Actor = API_ACTOR) -> Transition:
+        """Apply a batch of ops atomically: all of them, or (on any error) none."""
+        scope = as_scope(scope)
+        ops = as_ops(ops)
+        targets = {str(op.target) for op in ops if op.target is not None}
+        with self._write_lock:
+            current = {p.id: p for p in self.transport.scroll(codec.memories(scope, ids=frozenset(targets)), with_vectors=True)} if targets else {}
+            state = {uuid.UUID(pid): codec.decode_record(p) for pid, p in current.items()}
+            transition = plan(state, ops, scope=scope, actor=actor, now=self._clock(), seq=self._next_seq(), limits=self.limits)
+            vectors = {pid: p.vector for pid, p in current.items()}
+            self._commit(transition, vectors)
+        return transition
+
+    def restore(self, scope: ScopeLike, memory_id: uuid.UUID | str, *, actor: Actor = API_ACTOR) -> MemoryRecord:
+        """Undo a soft delete; the record comes back at a new version, with a RESTORE event."""
+        scope = as_scope(scope)
+        mid = as_memory_id(memory_id)
+        with self._write_lock:
+            points = list(self.transport.scroll(codec.memories(scope, ids=frozenset({str(mid)})), with_vectors=True))
+            if not points:
+                raise MemoryNotFound(mid)
+            transition = plan_restore(codec.decode_record(points[0]), actor=actor, now=self._clock(), seq=self._next_seq())
+            self._commit(transition, {points[0].id: points[0].vector})
+        return transition.records[0]
+
+    def _next_seq(self) -> int:
+        # Wall-clock nanoseconds keep the order across restarts; max() keeps it strict
+        # within a process when the clock stalls or steps back.
+        self._seq = max(self._seq + 1, time.time_ns())
+        return self._seq
+
+    def _commit(self, transition: Transition, vectors: dict[str, np.ndarray | None]) -> None:
+        records = transition.records
+        # only new text needs a new vector; a delete or restore keeps the stored one
+        reembed = {e.memory_id for e in transition.events if e.event in (EventType.ADD, EventType.UPDATE)}
+        fresh = [r for r in records if r.id in reembed]
+        vectors = dict(vectors) | {str(r.id): v for r, v in zip(fresh, self._embed([r.text for r in fresh]))}
+        points = [codec.record_point(r, vectors[str(r.id)]) for r in records]
+        points += [codec.event_point(e) for e in transition.events]
+        self.transport.upsert(points)  # one engine operation: records and their history together
+        if transition.events:
+            self._seq = max(self._seq, transition.events[-1].seq)
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        vectors = self.embedder.embed(texts)
+        if vectors.shape != (len(texts), self.embedder.dim) or not np.isfinite(vectors).all():
+            raise EmbedderError(f"embedder returned {vectors.shape} (or non-finite values) for {len(texts)} texts")
+        return vectors
+
+    def delete_all(self, scope: ScopeLike) -> int:
+        """Erase a scope for good: records, history, and their bytes on disk. Returns the record count."""
+        scope = as_scope(scope)
+        with self._write_lock:
+            n = self.transport.delete(codec.memories(scope))
+            self.transport.delete(codec.events(scope))
+            self.transport.purge()
+        return n
+
+    erase = delete_all
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def get(self, scope: ScopeLike, memory_id: uuid.UUID | str, *, include_deleted: bool = False) -> MemoryRecord:
+        scope = as_scope(scope)
+        mid = as_memory_id(memory_id)
+        where = codec.memories(scope, ids=frozenset({str(mid)}), deleted=None if include_deleted else False)
+        for point in self.transport.scroll(where):
+            return codec.decode_record(point)
+        raise MemoryNotFound(mid)
+
+    def list(self, scope: ScopeLike, *, include_deleted: bool = False, limit: int | None = None, offset: int = 0) -> list[MemoryRecord]:
+        """Records of a scope, oldest first."""
+        scope = as_scope(scope)
+        where = codec.memories(scope, deleted=None if include_deleted else False)
+        records = sorted((codec.decode_record(p) for p in self.transport.scroll(where)), key=lambda r: (r.created_at, str(r.id)))
+        return records[offset : None if limit is None else offset + limit]
+
+    def count(self, scope: ScopeLike, *, include_deleted: bool = False) -> int:
+        return self.transport.count(codec.memories(as_scope(scope), deleted=None if include_deleted else False))
+
+    def search(self, scope: ScopeLike, query: str, *, limit: int = 10) -> list[ScoredMemory]:
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query", "must be a non-empty string")
+        scope = as_scope(scope)
+        return self.search_vector(scope, self._embed([query])[0], limit=limit)
+
+    def search_vector(self, scope: ScopeLike, vector: np.ndarray, *, limit: int = 10) -> list[ScoredMemory]:
+        scope = as_scope(scope)
+        if not 0 < limit <= self.limits.max_search_limit:
+            raise InvalidInput("limit", f"must be between 1 and {self.limits.max_search_limit}")
+        hits = self.transport.search(vector, codec.memories(scope, deleted=False), limit)
+        return [ScoredMemory(record=codec.decode_record(h.point), score=h.score) for h in hits]
+
+    def history(self, scope: ScopeLike, memory_id: uuid.UUID | str | None = None) -> list[HistoryEvent]:
+        """Audit events of a scope (or of one memory in it), in the order they happened."""
+        scope = as_scope(scope)
+        cond = {} if memory_id is None else {"memory_id": str(as_memory_id(memory_id))}
+        found = [codec.decode_event(p) for p in self.transport.scroll(codec.events(scope, **cond))]
+        if memory_id is not None and not found:
+            raise MemoryNotFound(memory_id)
+        return sorted(found, key=lambda e: e.seq)
+
+    # -- snapshots and export -------------------------------------------------------------
+
+    def snapshot(self, scope: ScopeLike) -> "BankSnapshot":
+        from memsdk.bank.snapshot import BankSnapshot
+
+        scope = as_scope(scope)
+        points = list(self.transport.scroll(codec.memories(scope), with_vectors=True))
+        points += list(self.transport.scroll(codec.events(scope)))
+        return BankSnapshot(scope, tuple(points), self.embedder.dim)
+
+    def fork(self, scope: ScopeLike) -> MemoryBank:
+        """An isolated in-memory copy of one scope: writes to it never reach this bank."""
+        return self.snapshot(scope).fork(self.embedder, limits=self.limits)
+
+    def export(self, scope: ScopeLike, dest: str | os.PathLike[str] | IO[str]) -> int:
+        from memsdk.bank.export import export_scope
+
+        return export_scope(self, as_scope(scope), dest)
+
+    def import_(self, src: str | os.PathLike[str] | IO[str], *, scope: ScopeLike | None = None) -> int:
+        """Load an export into ``scope`` (default: the scope it came from); returns the record count.
+
+        Nothing is written unless the whole file parses and none of its ids exists yet. Ids
+        are kept, so an id that lives in another scope is a conflict, never an overwrite.
+        """
+        from memsdk.bank.export import read_export
+
+        source, records, events = read_export(src)
+        target = source if scope is None else as_scope(scope)
+        for i, r in enumerate(records):
+            if r.scope != source:
+                raise InvalidInput(f"records[{i}].scope", "differs from the header's scope")
+            if len(r.text) > self.limits.max_text_chars:
+                raise InvalidInput(f"records[{i}].text", f"is {len(r.text)} characters, the limit is {self.limits.max_text_chars}")
+        records = [r.model_copy(update={"scope": target}) for r in records]
+        events = [e.model_copy(update={"scope": target}) for e in events]
+        ids = [str(r.id) for r in records] + [str(e.id) for e in events]
+        if len(set(ids)) != len(ids):
+            raise InvalidInput("file", "contains duplicate ids")
+        with self._write_lock:
+            taken = self.transport.existing_ids(ids)
+            if taken:
+                raise ImportConflict("ids", f"{len(taken)} ids already exist in the store (e.g. {min(taken)}); nothing was imported")
+            points = [codec.record_point(r, v) for r, v in zip(records, self._embed([r.text for r in records]))]
+            self.transport.upsert(points + [codec.event_point(e) for e in events])
+            self._seq = max([self._seq, *(e.seq for e in events)])
+        return len(records)
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> MemoryBank:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

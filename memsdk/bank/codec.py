@@ -1,0 +1,50 @@
+"""Records and history events <-> store points.
+
+A memory and its audit events live side by side in one collection (events carry no
+vector), so one upsert writes a batch's records *and* its history: one WAL entry in the
+embedded engine, one request to a server. That is what makes a batch all-or-nothing and
+keeps every change paired with its history record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memsdk.store.base import Point, Where
+from memsdk.types import HistoryEvent, MemoryRecord, Scope
+
+__all__ = ["record_point", "event_point", "decode_record", "decode_event", "memories", "events"]
+
+_INTERNAL = ("kind", "scope_key", "state")
+
+
+def memories(scope: Scope, **conditions: object) -> Where:
+    return Where(scope_key=scope.key, kind="memory", **conditions)  # type: ignore[arg-type]
+
+
+def events(scope: Scope, **conditions: object) -> Where:
+    return Where(scope_key=scope.key, kind="event", **conditions)  # type: ignore[arg-type]
+
+
+def record_point(record: MemoryRecord, vector: np.ndarray) -> Point:
+    payload = record.model_dump(mode="json")
+    payload.update(kind="memory", scope_key=record.scope.key, state="deleted" if record.deleted else "live")
+    return Point(str(record.id), payload, vector)
+
+
+def event_point(event: HistoryEvent) -> Point:
+    payload = event.model_dump(mode="json")
+    payload.update(kind="event", scope_key=event.scope.key)
+    return Point(str(event.id), payload, None)
+
+
+def _fields(point: Point) -> dict:
+    return {k: v for k, v in point.payload.items() if k not in _INTERNAL}
+
+
+def decode_record(point: Point) -> MemoryRecord:
+    return MemoryRecord.model_validate(_fields(point))
+
+
+def decode_event(point: Point) -> HistoryEvent:
+    return HistoryEvent.model_validate(_fields(point))

@@ -1,0 +1,96 @@
+"""A scope as JSONL: a header line, then every record (deleted ones too), then every event.
+
+The format keeps ids, timestamps, versions and history exactly, so export -> import ->
+export reproduces the file byte for byte. Vectors are not exported: they belong to the
+embedding model, and importing re-embeds with whatever model the target bank uses.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+from pydantic import ValidationError
+
+from memsdk.errors import InvalidInput
+from memsdk.types import HistoryEvent, MemoryRecord, Scope
+
+__all__ = ["export_scope", "read_export", "FORMAT"]
+
+FORMAT = "memsdk.export"
+VERSION = 1
+
+
+@contextmanager
+def _open(target: str | os.PathLike[str] | IO[str], mode: str) -> Iterator[IO[str]]:
+    if isinstance(target, (str, os.PathLike)):
+        with open(target, mode, encoding="utf-8", newline="\n") as f:
+            yield f
+    else:
+        yield target
+
+
+def _line(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def export_scope(bank: Any, scope: Scope, dest: str | os.PathLike[str] | IO[str]) -> int:
+    """Write ``scope`` to ``dest``; returns the number of records written."""
+    records = bank.list(scope, include_deleted=True)
+    events = bank.history(scope)
+    with _open(dest, "w") as out:
+        out.write(_line({"format": FORMAT, "version": VERSION, "scope": scope.model_dump(mode="json"), "records": len(records), "events": len(events)}))
+        for r in records:
+            out.write(_line({"type": "memory", "record": r.model_dump(mode="json")}))
+        for e in events:
+            out.write(_line({"type": "event", "event": e.model_dump(mode="json")}))
+    return len(records)
+
+
+def _parse(src: IO[str]) -> tuple[Scope, list[MemoryRecord], list[HistoryEvent]]:
+    records: list[MemoryRecord] = []
+    events: list[HistoryEvent] = []
+    header: dict[str, Any] | None = None
+    for n, raw in enumerate(src, start=1):
+        if not raw.strip():
+            continue
+        field = f"line {n}"
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(field, f"is not JSON ({exc.msg}); the file may be truncated") from None
+        if not isinstance(obj, dict):
+            raise InvalidInput(field, "must be a JSON object")
+        if header is None:
+            if obj.get("format") != FORMAT or obj.get("version") != VERSION:
+                raise InvalidInput(field, f"is not a {FORMAT} v{VERSION} header")
+            header = obj
+            continue
+        try:
+            if obj.get("type") == "memory":
+                records.append(MemoryRecord.model_validate(obj.get("record")))
+            elif obj.get("type") == "event":
+                events.append(HistoryEvent.model_validate(obj.get("event")))
+            else:
+                raise InvalidInput(f"{field}.type", f"must be 'memory' or 'event', got {obj.get('type')!r}")
+        except ValidationError as exc:
+            raise InvalidInput.from_pydantic(exc, field) from None
+    if header is None:
+        raise InvalidInput("line 1", "missing header: the file is empty")
+    if len(records) != header.get("records") or len(events) != header.get("events"):
+        raise InvalidInput("file", f"header announces {header.get('records')} records and {header.get('events')} events, found {len(records)} and {len(events)}: truncated?")
+    try:
+        scope = Scope.model_validate(header["scope"])
+    except (ValidationError, KeyError):
+        raise InvalidInput("line 1.scope", "is not a valid scope") from None
+    return scope, records, events
+
+
+def read_export(src: str | os.PathLike[str] | IO[str]) -> tuple[Scope, list[MemoryRecord], list[HistoryEvent]]:
+    """Parse and validate a whole export before anything is written; errors name the line."""
+    with _open(src, "r") as f:
+        return _parse(io.StringIO(f.read()))

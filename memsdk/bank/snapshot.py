@@ -1,0 +1,41 @@
+"""Frozen copies of one scope, and forks of them into isolated in-memory banks.
+
+Training rolls out many candidate op lists from the same memory state; each rollout needs
+its own bank that starts equal to the shared state and cannot touch it. A snapshot holds
+the scope's points (records with their vectors, and history events); points are
+immutable, so a fork costs one dict build and no re-embedding, and a fork can itself be
+snapshotted (Memory-R2's anchor states).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memsdk.bank import codec
+from memsdk.bank.bank import MemoryBank
+from memsdk.bank.transition import BankLimits
+from memsdk.embedding.base import Embedder
+from memsdk.store.base import Point
+from memsdk.store.memory import InMemoryTransport
+from memsdk.types import HistoryEvent, MemoryRecord, Scope
+
+__all__ = ["BankSnapshot"]
+
+
+@dataclass(frozen=True, slots=True)
+class BankSnapshot:
+    scope: Scope
+    points: tuple[Point, ...]
+    dim: int
+
+    def records(self, *, include_deleted: bool = False) -> list[MemoryRecord]:
+        found = [codec.decode_record(p) for p in self.points if p.payload["kind"] == "memory"]
+        return sorted((r for r in found if include_deleted or not r.deleted), key=lambda r: (r.created_at, str(r.id)))
+
+    def history(self) -> list[HistoryEvent]:
+        return sorted((codec.decode_event(p) for p in self.points if p.payload["kind"] == "event"), key=lambda e: e.seq)
+
+    def fork(self, embedder: Embedder, *, limits: BankLimits = BankLimits()) -> MemoryBank:
+        if embedder.dim != self.dim:
+            raise ValueError(f"snapshot holds {self.dim}-d vectors, the embedder makes {embedder.dim}-d")
+        return MemoryBank(InMemoryTransport(self.dim, self.points), embedder, limits=limits)

@@ -1,0 +1,224 @@
+"""T(M, ops): the one transition function of the memory bank.
+
+Runtime ingest, the training environment and the evaluation harness all change memory
+through `plan` (ops from a policy or the API) and `plan_restore`; `MemoryBank` only reads
+the records a plan needs and writes what it returns, in one store operation. Planning is
+pure: no I/O, no clock, no randomness beyond the injected ``new_id``, so it is tested
+directly and a rejected batch has provably written nothing.
+
+Semantics, per op, applied in order against the state left by the previous ops:
+
+- ADD     a new record (version 1) holding ``text``.
+- UPDATE  the target's text is replaced, metadata merged, source turns appended,
+          version + 1. The previous text stays in the ADD/UPDATE event history.
+          An UPDATE to the identical text changes nothing and records nothing.
+- DELETE  soft delete: ``deleted=True``, version + 1; `plan_restore` undoes it.
+- NOOP    nothing changes and nothing is recorded.
+
+A target that is not in the caller's scope is reported as not found; a target that is
+deleted cannot be updated or deleted again (restore it first).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from memsdk.errors import Conflict, InvalidInput, MemoryNotFound
+from memsdk.types import (
+    Actor,
+    EventType,
+    HistoryEvent,
+    MemoryRecord,
+    Op,
+    OpType,
+    Scope,
+    content_hash,
+)
+
+__all__ = ["BankLimits", "Change", "Transition", "plan", "plan_restore"]
+
+
+@dataclass(frozen=True, slots=True)
+class BankLimits:
+    """Size limits checked before anything is written."""
+
+    max_text_chars: int = 4000
+    max_ops_per_batch: int = 256
+    max_metadata_bytes: int = 16_384
+    max_search_limit: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What one op did: the record before and after it, and the history event it wrote."""
+
+    index: int
+    op: OpType | None  # None for a restore, which no policy can ask for
+    before: MemoryRecord | None
+    after: MemoryRecord | None
+    event: HistoryEvent | None
+
+    @property
+    def changed(self) -> bool:
+        return self.event is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    batch_id: uuid.UUID
+    changes: tuple[Change, ...]
+
+    @property
+    def records(self) -> list[MemoryRecord]:
+        """The final state of every record the batch touched (one per id)."""
+        final: dict[uuid.UUID, MemoryRecord] = {}
+        for c in self.changes:
+            if c.changed and c.after is not None:
+                final[c.after.id] = c.after
+        return list(final.values())
+
+    @property
+    def events(self) -> list[HistoryEvent]:
+        return [c.event for c in self.changes if c.event is not None]
+
+
+def _check_limits(i: int, op: Op, limits: BankLimits) -> None:
+    if op.text is not None and len(op.text) > limits.max_text_chars:
+        raise InvalidInput(f"ops[{i}].text", f"is {len(op.text)} characters, the limit is {limits.max_text_chars}")
+    size = len(json.dumps(op.metadata, ensure_ascii=False).encode())
+    if size > limits.max_metadata_bytes:
+        raise InvalidInput(f"ops[{i}].metadata", f"is {size} bytes as JSON, the limit is {limits.max_metadata_bytes}")
+
+
+class _Planner:
+    """Carries the per-batch context so each op kind is a short method."""
+
+    def __init__(self, state: dict[uuid.UUID, MemoryRecord], scope: Scope, actor: Actor, now: datetime, seq: int, new_id: Callable[[], uuid.UUID]):
+        self.state, self.scope, self.actor, self.now = state, scope, actor, now
+        self.seq, self.new_id = seq, new_id
+        self.batch_id = new_id()
+
+    def event(self, kind: EventType, before: MemoryRecord | None, after: MemoryRecord) -> HistoryEvent:
+        """A history entry; ``before``/``after`` are the visible texts (None while deleted)."""
+        self.seq += 1
+        return HistoryEvent(
+            id=self.new_id(),
+            memory_id=after.id,
+            scope=self.scope,
+            event=kind,
+            before=None if before is None or before.deleted else before.text,
+            after=None if after.deleted else after.text,
+            version=after.version,
+            actor=self.actor,
+            at=self.now,
+            batch_id=self.batch_id,
+            seq=self.seq,
+        )
+
+    def live_target(self, i: int, op: Op) -> MemoryRecord:
+        assert op.target is not None  # Op's validator guarantees it for UPDATE/DELETE
+        record = self.state.get(op.target)
+        if record is None:
+            raise MemoryNotFound(op.target, field=f"ops[{i}].target")
+        if record.deleted:
+            raise Conflict(f"ops[{i}].target", f"memory {op.target} is deleted; restore it before {op.op}")
+        return record
+
+    def add(self, i: int, op: Op) -> Change:
+        assert op.text is not None
+        record = MemoryRecord(
+            id=self.new_id(),
+            text=op.text,
+            scope=self.scope,
+            created_at=self.now,
+            updated_at=self.now,
+            version=1,
+            source_turn_ids=op.source_turn_ids,
+            metadata=op.metadata,
+            content_hash=content_hash(op.text),
+        )
+        return Change(i, op.op, None, record, self.event(EventType.ADD, None, record))
+
+    def update(self, i: int, op: Op) -> Change:
+        assert op.text is not None
+        before = self.live_target(i, op)
+        if op.text == before.text and not op.metadata and set(op.source_turn_ids) <= set(before.source_turn_ids):
+            return Change(i, op.op, before, before, None)
+        turns = before.source_turn_ids + tuple(t for t in op.source_turn_ids if t not in before.source_turn_ids)
+        after = before.model_copy(
+            update=dict(
+                text=op.text,
+                updated_at=self.now,
+                version=before.version + 1,
+                source_turn_ids=turns,
+                metadata={**before.metadata, **op.metadata},
+                content_hash=content_hash(op.text),
+            )
+        )
+        return Change(i, op.op, before, after, self.event(EventType.UPDATE, before, after))
+
+    def delete(self, i: int, op: Op) -> Change:
+        before = self.live_target(i, op)
+        after = before.model_copy(update=dict(deleted=True, deleted_at=self.now, updated_at=self.now, version=before.version + 1))
+        return Change(i, op.op, before, after, self.event(EventType.DELETE, before, after))
+
+    def noop(self, i: int, op: Op) -> Change:
+        before = None
+        if op.target is not None:
+            before = self.state.get(op.target)
+            if before is None:
+                raise MemoryNotFound(op.target, field=f"ops[{i}].target")
+        return Change(i, op.op, before, before, None)
+
+
+def plan(
+    state: Mapping[uuid.UUID, MemoryRecord],
+    ops: Sequence[Op],
+    *,
+    scope: Scope,
+    actor: Actor,
+    now: datetime,
+    seq: int,
+    limits: BankLimits = BankLimits(),
+    new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+) -> Transition:
+    """Plan a batch. ``state`` holds at least every record the ops target, all in ``scope``.
+
+    Raises (and so writes nothing) on the first invalid op. ``seq`` is the last history
+    sequence number used; events get ``seq + 1, seq + 2, ...``.
+    """
+    if len(ops) > limits.max_ops_per_batch:
+        raise InvalidInput("ops", f"{len(ops)} ops in one batch, the limit is {limits.max_ops_per_batch}")
+    for i, op in enumerate(ops):
+        if not isinstance(op, Op):
+            raise InvalidInput(f"ops[{i}]", f"expected an Op, got {type(op).__name__}")
+        _check_limits(i, op, limits)
+    planner = _Planner(dict(state), scope, actor, now, seq, new_id)
+    handlers = {OpType.ADD: planner.add, OpType.UPDATE: planner.update, OpType.DELETE: planner.delete, OpType.NOOP: planner.noop}
+    changes = []
+    for i, op in enumerate(ops):
+        change = handlers[op.op](i, op)
+        if change.after is not None:
+            planner.state[change.after.id] = change.after
+        changes.append(change)
+    return Transition(planner.batch_id, tuple(changes))
+
+
+def plan_restore(
+    record: MemoryRecord,
+    *,
+    actor: Actor,
+    now: datetime,
+    seq: int,
+    new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+) -> Transition:
+    """Undo a soft delete. Restoring a live record is a conflict, not a silent success."""
+    if not record.deleted:
+        raise Conflict("memory_id", f"memory {record.id} is not deleted")
+    planner = _Planner({}, record.scope, actor, now, seq, new_id)
+    after = record.model_copy(update=dict(deleted=False, deleted_at=None, updated_at=now, version=record.version + 1))
+    return Transition(planner.batch_id, (Change(0, None, record, after, planner.event(EventType.RESTORE, record, after)),))

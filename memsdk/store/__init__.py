@@ -1,0 +1,30 @@
+"""Storage transports behind one protocol, chosen by location like qdrant-client does.
+
+    open_transport("/path/to/dir", dim=384)        embedded Qdrant engine (the default)
+    open_transport(":memory:", dim=384)            qdrant-client, ephemeral, no server
+    open_transport("http://qdrant:6333", dim=384)  a Qdrant server or cluster
+"""
+
+from __future__ import annotations
+
+import os
+
+from memsdk.store.base import Hit, Point, StoreTransport, Where
+from memsdk.store.memory import InMemoryTransport
+
+__all__ = ["Hit", "Point", "StoreTransport", "Where", "InMemoryTransport", "open_transport"]
+
+
+def open_transport(location: str | os.PathLike[str], *, dim: int, api_key: str | None = None) -> StoreTransport:
+    text = os.fspath(location)
+    if text.startswith(("http://", "https://")):
+        from memsdk.store.qdrant import QdrantClientTransport
+
+        return QdrantClientTransport(url=text, api_key=api_key, dim=dim)
+    if text == ":memory:":
+        from memsdk.store.qdrant import QdrantClientTransport
+
+        return QdrantClientTransport(":memory:", dim=dim)
+    from memsdk.store.edge import EdgeTransport
+
+    return EdgeTransport(text, dim=dim)

@@ -1,0 +1,109 @@
+"""The contract every storage transport implements.
+
+A transport stores *points*: an id, a JSON payload and, for memories, one dense vector.
+It knows nothing of memories, ops or policies; `memsdk.bank` maps records to points.
+
+Scope is enforced here, structurally: every read and delete takes a `Where`, and a
+`Where` cannot be built without a scope key. The one unscoped call, `existing_ids`, answers
+only which of the given ids exist, never their content (imports need it to refuse an id
+that belongs to another scope).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["Kind", "Where", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "INDEXED_FIELDS"]
+
+Kind = Literal["memory", "event"]
+
+#: the name of the dense vector on memory points (events carry none)
+VECTOR_NAME = "text"
+
+#: payload fields every transport indexes (keyword), because every query filters on them.
+#: ``state`` is "live" or "deleted" as a keyword, not a bool: qdrant-edge 0.9 turns
+#: ``MatchValue(False)`` into the integer 0, which never matches a stored bool.
+INDEXED_FIELDS = ("scope_key", "kind", "state", "memory_id")
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """An AND of equality conditions. ``scope_key`` and ``kind`` are always present."""
+
+    scope_key: str
+    kind: Kind
+    ids: frozenset[str] | None = None
+    deleted: bool | None = None
+    memory_id: str | None = None
+
+    def __post_init__(self) -> None:
+        # Defence in depth: the bank always passes a key; an empty one would match nothing in
+        # Qdrant but everything in a naive implementation.
+        if not self.scope_key:
+            raise ValueError("Where needs a scope_key")
+
+    @property
+    def state(self) -> str | None:
+        return None if self.deleted is None else ("deleted" if self.deleted else "live")
+
+    def matches(self, point_id: str, payload: dict) -> bool:
+        """Reference semantics, used by the in-memory transport and the contract tests."""
+        return (
+            payload.get("scope_key") == self.scope_key
+            and payload.get("kind") == self.kind
+            and (self.ids is None or point_id in self.ids)
+            and (self.deleted is None or payload.get("state") == self.state)
+            and (self.memory_id is None or payload.get("memory_id") == self.memory_id)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    id: str
+    payload: dict
+    vector: np.ndarray | None = None  # float32 [dim], memories only
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    point: Point
+    score: float
+
+
+@runtime_checkable
+class StoreTransport(Protocol):
+    """What `MemoryBank` needs from a storage engine."""
+
+    dim: int
+
+    def upsert(self, points: Sequence[Point]) -> None:
+        """Write all points in one engine operation (one WAL entry where the engine has one)."""
+        ...
+
+    def search(self, vector: np.ndarray, where: Where, limit: int) -> list[Hit]:
+        """Nearest points by cosine similarity, best first."""
+        ...
+
+    def scroll(self, where: Where, *, with_vectors: bool = False) -> Iterable[Point]:
+        """Every matching point, in no particular order."""
+        ...
+
+    def count(self, where: Where) -> int: ...
+
+    def delete(self, where: Where) -> int:
+        """Remove matching points for good; returns how many."""
+        ...
+
+    def existing_ids(self, ids: Iterable[str]) -> set[str]:
+        """Which of these ids exist in any scope (ids only, never content)."""
+        ...
+
+    def purge(self) -> None:
+        """Make deleted data unrecoverable from storage files (after `delete`), where possible."""
+        ...
+
+    def close(self) -> None: ...

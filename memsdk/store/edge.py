@@ -1,0 +1,286 @@
+"""The embedded default: Qdrant's own engine in-process (qdrant-edge-py), under a data directory.
+
+Layout of the directory::
+
+    LOCK        flock()ed while open: one process (one client) per directory
+    CURRENT     the name of the live shard folder, replaced atomically by rename
+    shard-N/    the Qdrant edge shard (segments + WAL)
+
+Why a CURRENT pointer: Qdrant keeps deleted payloads in its WAL and segment pages until
+they are rewritten, so "erase" alone would leave a user's text on disk. `purge()` copies the
+live points into a fresh shard, flips CURRENT, and removes the old folder; a crash at any
+point leaves either the old or the new shard current, and stale folders are removed on the
+next open.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import qdrant_edge as qe
+
+from memsdk.errors import StoreError, StoreLocked
+from memsdk.store.base import INDEXED_FIELDS, VECTOR_NAME, Hit, Point, Where
+
+__all__ = ["EdgeTransport"]
+
+_PAGE = 1024
+
+
+def _filter(where: Where) -> qe.Filter:
+    must: list[Any] = [
+        qe.FieldCondition(key="scope_key", match=qe.MatchValue(where.scope_key)),
+        qe.FieldCondition(key="kind", match=qe.MatchValue(where.kind)),
+    ]
+    if where.ids is not None:
+        must.append(qe.HasIdCondition(set(where.ids)))
+    if where.deleted is not None:
+        must.append(qe.FieldCondition(key="state", match=qe.MatchValue(where.state)))
+    if where.memory_id is not None:
+        must.append(qe.FieldCondition(key="memory_id", match=qe.MatchValue(where.memory_id)))
+    return qe.Filter(must=must)
+
+
+def _point(rec: Any, with_vectors: bool) -> Point:
+    vector = None
+    if with_vectors and rec.vector and VECTOR_NAME in rec.vector:
+        vector = np.asarray(rec.vector[VECTOR_NAME], dtype=np.float32)
+    return Point(str(rec.id), dict(rec.payload or {}), vector)
+
+
+def _edge_point(p: Point) -> qe.Point:
+    vector = {} if p.vector is None else {VECTOR_NAME: p.vector.astype(np.float32).tolist()}
+    return qe.Point(p.id, vector, p.payload)
+
+
+class _DirLock:
+    """An exclusive flock on ROOT/LOCK, held for the life of the transport."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / "LOCK"
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self._fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(self._fd)
+            raise StoreLocked(
+                f"the data directory {root} is already open (held by pid {holder}). "
+                "The embedded store allows one client per directory: close the other client, "
+                "use another data_dir, or point every process at a Qdrant server (qdrant_url=...)."
+            ) from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, str(os.getpid()).encode(), 0)
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class EdgeTransport:
+    """Points in a Qdrant edge shard. Not thread-safe on its own: `MemoryBank` serialises writes."""
+
+    def __init__(self, path: str | os.PathLike[str], dim: int, *, search_threads: int | None = 1) -> None:
+        self.root = Path(path).expanduser()
+        self.dim = dim
+        self._search_threads = search_threads
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = _DirLock(self.root)
+        try:
+            self._check_meta()
+            self._shard_name = self._current_name()
+            self._remove_stale_shards()
+            self._shard = self._open_shard(self.root / self._shard_name)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    # -- layout ---------------------------------------------------------------------------
+
+    def _check_meta(self) -> None:
+        meta_path = self.root / "memsdk-store.json"
+        if meta_path.exists():
+            meta = json.loads(meta_path.read_text())
+            if meta.get("dim") != self.dim:
+                raise StoreError(
+                    f"{self.root} holds {meta.get('dim')}-d vectors but the embedder makes {self.dim}-d ones; "
+                    "open it with the embedder it was built with, or export and re-import"
+                )
+        else:
+            _atomic_write(meta_path, json.dumps({"format": 1, "dim": self.dim}))
+
+    def _current_name(self) -> str:
+        current = self.root / "CURRENT"
+        if current.exists():
+            return current.read_text().strip()
+        _atomic_write(current, "shard-1")
+        return "shard-1"
+
+    def _remove_stale_shards(self) -> None:
+        for child in self.root.glob("shard-*"):
+            if child.name != self._shard_name:
+                shutil.rmtree(child, ignore_errors=True)
+
+    def _config(self) -> qe.EdgeConfig:
+        return qe.EdgeConfig(
+            vectors={VECTOR_NAME: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
+            max_search_threads=self._search_threads,
+        )
+
+    def _open_shard(self, path: Path) -> qe.EdgeShard:
+        try:
+            if (path / "edge_config.json").exists():
+                return qe.EdgeShard.load(str(path), self._config())
+            shard = qe.EdgeShard.create(str(path), self._config())
+            for field in INDEXED_FIELDS:
+                params = qe.KeywordIndexParams(is_tenant=field == "scope_key")
+                shard.update(qe.UpdateOperation.create_field_index(field, params))
+            return shard
+        except Exception as exc:  # the engine raises bare Exception with a Rust message
+            if "WouldBlock" in str(exc):
+                raise StoreLocked(f"{path} is locked by another Qdrant engine instance") from exc
+            raise StoreError(f"cannot open the embedded store at {path}: {exc}") from exc
+
+    # -- StoreTransport -------------------------------------------------------------------
+
+    def upsert(self, points: Sequence[Point]) -> None:
+        if not points:
+            return
+        try:
+            self._shard.update(qe.UpdateOperation.upsert_points([_edge_point(p) for p in points]))
+        except Exception as exc:
+            raise StoreError(f"embedded store write failed: {exc}") from exc
+
+    def search(self, vector: np.ndarray, where: Where, limit: int) -> list[Hit]:
+        if limit <= 0:
+            return []
+        request = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=VECTOR_NAME),
+            filter=_filter(where),
+            with_payload=True,
+            with_vector=False,
+        )
+        try:
+            found = self._shard.query(request)
+        except Exception as exc:
+            raise StoreError(f"embedded store search failed: {exc}") from exc
+        return [Hit(Point(str(r.id), dict(r.payload or {})), float(r.score)) for r in found]
+
+    def scroll(self, where: Where, *, with_vectors: bool = False) -> Iterator[Point]:
+        offset = None
+        flt = _filter(where)
+        with_vector: Any = [VECTOR_NAME] if with_vectors else False
+        while True:
+            try:
+                page, offset = self._shard.scroll(
+                    qe.ScrollRequest(offset=offset, limit=_PAGE, filter=flt, with_payload=True, with_vector=with_vector)
+                )
+            except Exception as exc:
+                raise StoreError(f"embedded store scroll failed: {exc}") from exc
+            yield from (_point(r, with_vectors) for r in page)
+            if offset is None:
+                return
+
+    def count(self, where: Where) -> int:
+        return self._shard.count(qe.CountRequest(exact=True, filter=_filter(where)))
+
+    def delete(self, where: Where) -> int:
+        n = self.count(where)
+        try:
+            self._shard.update(qe.UpdateOperation.delete_points_by_filter(_filter(where)))
+            self._shard.flush()
+        except Exception as exc:
+            raise StoreError(f"embedded store delete failed: {exc}") from exc
+        return n
+
+    def existing_ids(self, ids: Iterable[str]) -> set[str]:
+        ids = list(ids)
+        if not ids:
+            return set()
+        found = self._shard.retrieve(ids, with_payload=False, with_vector=False)
+        return {str(r.id) for r in found}
+
+    def purge(self) -> None:
+        """Rewrite the shard without deleted data, so erased text is gone from disk too."""
+        number = int(self._shard_name.rsplit("-", 1)[1]) + 1
+        new_name = f"shard-{number}"
+        new_path = self.root / new_name
+        shutil.rmtree(new_path, ignore_errors=True)
+        fresh = self._open_shard(new_path)
+        try:
+            for batch in _batched(self._all_points(), _PAGE):
+                fresh.update(qe.UpdateOperation.upsert_points(batch))
+            fresh.flush()
+        except BaseException:
+            fresh.close()
+            shutil.rmtree(new_path, ignore_errors=True)
+            raise
+        self._shard.close()
+        _atomic_write(self.root / "CURRENT", new_name)
+        old = self.root / self._shard_name
+        self._shard, self._shard_name = fresh, new_name
+        shutil.rmtree(old, ignore_errors=True)
+
+    def _all_points(self) -> Iterator[qe.Point]:
+        offset = None
+        while True:
+            page, offset = self._shard.scroll(
+                qe.ScrollRequest(offset=offset, limit=_PAGE, with_payload=True, with_vector=True)
+            )
+            for r in page:
+                yield qe.Point(r.id, r.vector or {}, r.payload)
+            if offset is None:
+                return
+
+    def optimize(self) -> None:
+        """Build the HNSW index now (Qdrant edge only indexes when asked)."""
+        self._shard.optimize()
+
+    def flush(self) -> None:
+        self._shard.flush()
+
+    def close(self) -> None:
+        if getattr(self, "_shard", None) is not None:
+            self._shard.flush()
+            self._shard.close()
+            self._shard = None  # type: ignore[assignment]
+            self._lock.release()
+
+
+def _batched(items: Iterable[qe.Point], size: int) -> Iterator[list[qe.Point]]:
+    batch: list[qe.Point] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)

@@ -1,0 +1,164 @@
+"""qdrant-client transport: a Qdrant server (``url=``) or qdrant-client's local modes.
+
+``":memory:"`` is ephemeral and needs no server. Local mode is brute force in Python (see
+NOTES.md: fine for thousands of memories, not for 100k), so production points ``url=`` at
+a Qdrant server or cluster; the bank above does not change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from memsdk.errors import StoreError, StoreLocked, StoreUnavailable
+from memsdk.store.base import INDEXED_FIELDS, VECTOR_NAME, Hit, Point, Where
+
+__all__ = ["QdrantClientTransport"]
+
+_PAGE = 1024
+
+
+class QdrantClientTransport:
+    def __init__(
+        self,
+        location: str | None = None,
+        *,
+        url: str | None = None,
+        path: str | None = None,
+        api_key: str | None = None,
+        collection: str = "memsdk",
+        dim: int,
+        timeout_s: float = 10.0,
+    ) -> None:
+        # imported here: qdrant-client costs ~0.8 s to import and the embedded default never needs it
+        from qdrant_client import QdrantClient
+        from qdrant_client import models as m
+
+        self._m = m
+        self.dim = dim
+        self.collection = collection
+        try:
+            self._client = QdrantClient(location=location, url=url, path=path, api_key=api_key, timeout=int(timeout_s))
+        except RuntimeError as exc:
+            if "already accessed" in str(exc):
+                raise StoreLocked(f"the qdrant-client folder {path} is open in another process") from exc
+            raise StoreError(str(exc)) from exc
+        self._call(self._ensure_collection)
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run one client call, mapping transport failures onto the memsdk error tree."""
+        try:
+            return fn(*args, **kwargs)
+        except StoreError:
+            raise
+        except Exception as exc:
+            if type(exc).__name__ in {"ResponseHandlingException", "ConnectError", "ConnectTimeout"}:
+                raise StoreUnavailable(f"Qdrant at {self._client.init_options.get('url')} is unreachable: {exc}") from exc
+            raise StoreError(f"qdrant-client call failed: {exc}") from exc
+
+    def _ensure_collection(self) -> None:
+        m = self._m
+        if self._client.collection_exists(self.collection):
+            info = self._client.get_collection(self.collection)
+            vectors = info.config.params.vectors
+            size = vectors[VECTOR_NAME].size if isinstance(vectors, dict) else None
+            if size != self.dim:
+                raise StoreError(f"collection {self.collection!r} holds {size}-d vectors, the embedder makes {self.dim}-d")
+            return
+        self._client.create_collection(
+            self.collection,
+            vectors_config={VECTOR_NAME: m.VectorParams(size=self.dim, distance=m.Distance.COSINE)},
+        )
+        if self._client.init_options.get("url") is None:
+            return  # local mode ignores payload indexes (and warns about them)
+        for field in INDEXED_FIELDS:
+            schema = m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=field == "scope_key")
+            self._client.create_payload_index(self.collection, field, field_schema=schema)
+
+    def _filter(self, where: Where) -> Any:
+        m = self._m
+        must: list[Any] = [
+            m.FieldCondition(key="scope_key", match=m.MatchValue(value=where.scope_key)),
+            m.FieldCondition(key="kind", match=m.MatchValue(value=where.kind)),
+        ]
+        if where.ids is not None:
+            must.append(m.HasIdCondition(has_id=sorted(where.ids)))
+        if where.deleted is not None:
+            must.append(m.FieldCondition(key="state", match=m.MatchValue(value=where.state)))
+        if where.memory_id is not None:
+            must.append(m.FieldCondition(key="memory_id", match=m.MatchValue(value=where.memory_id)))
+        return m.Filter(must=must)
+
+    def upsert(self, points: Sequence[Point]) -> None:
+        if not points:
+            return
+        structs = [
+            self._m.PointStruct(
+                id=p.id,
+                vector={} if p.vector is None else {VECTOR_NAME: np.asarray(p.vector, dtype=np.float32).tolist()},
+                payload=p.payload,
+            )
+            for p in points
+        ]
+        # one request: a server applies it as one WAL entry per shard
+        self._call(self._client.upsert, self.collection, structs, wait=True)
+
+    def search(self, vector: np.ndarray, where: Where, limit: int) -> list[Hit]:
+        if limit <= 0:
+            return []
+        res = self._call(
+            self._client.query_points,
+            self.collection,
+            query=np.asarray(vector, dtype=np.float32).tolist(),
+            using=VECTOR_NAME,
+            query_filter=self._filter(where),
+            limit=limit,
+            with_payload=True,
+        )
+        return [Hit(Point(str(p.id), dict(p.payload or {})), float(p.score)) for p in res.points]
+
+    def scroll(self, where: Where, *, with_vectors: bool = False) -> Iterator[Point]:
+        offset = None
+        flt = self._filter(where)
+        while True:
+            page, offset = self._call(
+                self._client.scroll,
+                self.collection,
+                scroll_filter=flt,
+                limit=_PAGE,
+                offset=offset,
+                with_payload=True,
+                with_vectors=[VECTOR_NAME] if with_vectors else False,
+            )
+            for r in page:
+                vec = None
+                if with_vectors and isinstance(r.vector, dict) and VECTOR_NAME in r.vector:
+                    vec = np.asarray(r.vector[VECTOR_NAME], dtype=np.float32)
+                yield Point(str(r.id), dict(r.payload or {}), vec)
+            if offset is None:
+                return
+
+    def count(self, where: Where) -> int:
+        return self._call(self._client.count, self.collection, count_filter=self._filter(where), exact=True).count
+
+    def delete(self, where: Where) -> int:
+        n = self.count(where)
+        self._call(
+            self._client.delete, self.collection, points_selector=self._m.FilterSelector(filter=self._filter(where)), wait=True
+        )
+        return n
+
+    def existing_ids(self, ids: Iterable[str]) -> set[str]:
+        ids = list(ids)
+        if not ids:
+            return set()
+        found = self._call(self._client.retrieve, self.collection, ids, with_payload=False, with_vectors=False)
+        return {str(r.id) for r in found}
+
+    def purge(self) -> None:
+        """A Qdrant server vacuums deleted points itself; local mode rewrites its rows on delete."""
+
+    def close(self) -> None:
+        self._client.close()

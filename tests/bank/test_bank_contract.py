@@ -1,0 +1,288 @@
+"""The MemoryBank contract, run against every transport (see conftest.ENGINES)."""
+
+from __future__ import annotations
+
+import io
+import uuid
+
+import pytest
+
+from memsdk.bank import MemoryBank
+from memsdk.errors import Conflict, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
+from memsdk.types import Actor, EventType, Op, OpType, Scope
+
+from .conftest import BankFactory
+
+
+def add(bank: MemoryBank, scope: Scope, *texts: str) -> list[uuid.UUID]:
+    return [c.after.id for c in bank.apply(scope, [Op.add(t) for t in texts]).changes]
+
+
+def test_add_update_delete_restore_roundtrip(bank: MemoryBank, alice: Scope) -> None:
+    (buddy,) = add(bank, alice, "Has a dog named Buddy")
+    bank.apply(alice, [Op.update(buddy, "Has two dogs, Buddy and Scout")], actor=Actor(role="manager", version="v1"))
+    assert bank.get(alice, buddy).text == "Has two dogs, Buddy and Scout"
+    assert bank.get(alice, buddy).version == 2
+
+    bank.apply(alice, [Op.delete(buddy)])
+    with pytest.raises(MemoryNotFound):
+        bank.get(alice, buddy)
+    assert bank.get(alice, buddy, include_deleted=True).deleted
+    assert bank.count(alice) == 0 and bank.search(alice, "dogs") == []
+
+    restored = bank.restore(alice, buddy)
+    assert (restored.text, restored.version, restored.deleted) == ("Has two dogs, Buddy and Scout", 4, False)
+    assert bank.search(alice, "dogs Buddy Scout")[0].record.id == buddy
+
+
+def test_history_records_every_change_with_actor(bank: MemoryBank, alice: Scope) -> None:
+    (mid,) = add(bank, alice, "Likes tea")
+    manager = Actor(role="manager", version="ckpt-7")
+    bank.apply(alice, [Op.update(mid, "Likes green tea")], actor=manager)
+    bank.apply(alice, [Op.delete(mid)], actor=manager)
+    bank.restore(alice, mid)
+    events = bank.history(alice, mid)
+    assert [(e.event, e.before, e.after, str(e.actor), e.version) for e in events] == [
+        (EventType.ADD, None, "Likes tea", "api", 1),
+        (EventType.UPDATE, "Likes tea", "Likes green tea", "manager@ckpt-7", 2),
+        (EventType.DELETE, "Likes green tea", None, "manager@ckpt-7", 3),
+        (EventType.RESTORE, None, "Likes green tea", "api", 4),
+    ]
+    assert [e.seq for e in events] == sorted(e.seq for e in events)
+
+
+def test_batch_is_atomic_when_a_later_op_is_invalid(bank: MemoryBank, alice: Scope) -> None:
+    (mid,) = add(bank, alice, "Works at a bakery")
+    before_history = bank.history(alice)
+    bad = [Op.add("Moved to Lyon"), Op.update(mid, "Works at a cafe"), Op.delete(uuid.uuid4())]
+    with pytest.raises(MemoryNotFound) as err:
+        bank.apply(alice, bad)
+    assert err.value.field == "ops[2].target"
+    assert [r.text for r in bank.list(alice)] == ["Works at a bakery"]
+    assert bank.history(alice) == before_history
+
+
+def test_ops_in_a_batch_see_earlier_ops(bank: MemoryBank, alice: Scope) -> None:
+    (mid,) = add(bank, alice, "Plays chess")
+    t = bank.apply(alice, [Op.update(mid, "Plays chess weekly"), Op.update(mid, "Plays chess daily")])
+    assert bank.get(alice, mid).text == "Plays chess daily"
+    assert bank.get(alice, mid).version == 3
+    assert [e.before for e in t.events] == ["Plays chess", "Plays chess weekly"]
+    with pytest.raises(Conflict):
+        bank.apply(alice, [Op.delete(mid), Op.update(mid, "too late")])
+    assert bank.get(alice, mid).text == "Plays chess daily"
+
+
+def test_update_with_identical_text_and_noop_record_nothing(bank: MemoryBank, alice: Scope) -> None:
+    (mid,) = add(bank, alice, "Is vegetarian")
+    t = bank.apply(alice, [Op.update(mid, "Is vegetarian"), Op.noop(mid), Op.noop()])
+    assert t.events == [] and bank.get(alice, mid).version == 1
+    assert len(bank.history(alice)) == 1
+
+
+def test_update_merges_metadata_and_source_turns(bank: MemoryBank, alice: Scope) -> None:
+    (mid,) = [c.after.id for c in bank.apply(alice, [Op.add("Runs", source_turn_ids=("D1:1",), metadata={"a": 1})]).changes]
+    bank.apply(alice, [Op.update(mid, "Runs marathons", source_turn_ids=("D2:4", "D1:1"), metadata={"b": [2]})])
+    rec = bank.get(alice, mid)
+    assert rec.source_turn_ids == ("D1:1", "D2:4")
+    assert rec.metadata == {"a": 1, "b": [2]}
+
+
+def test_scope_is_a_hard_partition_for_every_read(bank: MemoryBank, alice: Scope, bob: Scope) -> None:
+    (secret,) = add(bank, alice, "Alice's bank PIN is 4321")
+    add(bank, bob, "Bob likes hiking")
+    bank.apply(alice, [Op.update(secret, "Alice's bank PIN is 9876")])
+    narrower = Scope(user_id="alice", agent_id="support")  # a different partition, not a superset
+    for other in (bob, narrower):
+        with pytest.raises(MemoryNotFound):
+            bank.get(other, secret)
+        with pytest.raises(MemoryNotFound):
+            bank.get(other, secret, include_deleted=True)
+        with pytest.raises(MemoryNotFound):
+            bank.history(other, secret)
+        assert all("PIN" not in r.text for r in bank.list(other, include_deleted=True))
+        assert all("PIN" not in h.record.text for h in bank.search(other, "bank PIN", limit=50))
+        assert all("PIN" not in (e.after or "") + (e.before or "") for e in bank.history(other))
+        out = io.StringIO()
+        bank.export(other, out)
+        assert "PIN" not in out.getvalue()
+        assert "PIN" not in str(bank.snapshot(other).records(include_deleted=True))
+
+
+def test_writes_cannot_reach_another_scope(bank: MemoryBank, alice: Scope, bob: Scope) -> None:
+    (secret,) = add(bank, alice, "Alice's diary entry")
+    for op in (Op.update(secret, "overwritten by bob"), Op.delete(secret), Op.noop(secret)):
+        with pytest.raises(MemoryNotFound):
+            bank.apply(bob, [op])
+    with pytest.raises(MemoryNotFound):
+        bank.restore(bob, secret)
+    assert bank.get(alice, secret).text == "Alice's diary entry"
+    assert bank.delete_all(bob) == 0
+    assert bank.count(alice) == 1
+
+
+def test_search_ranks_and_limits(bank: MemoryBank, alice: Scope) -> None:
+    add(bank, alice, "Has a cat named Luna", "Works as a nurse in Boston", "Plays the violin")
+    hits = bank.search(alice, "nurse Boston", limit=2)
+    assert len(hits) == 2
+    assert hits[0].record.text == "Works as a nurse in Boston"
+    assert hits[0].score >= hits[1].score
+    with pytest.raises(InvalidInput) as err:
+        bank.search(alice, "x", limit=0)
+    assert err.value.field == "limit"
+    with pytest.raises(InvalidInput):
+        bank.search(alice, "   ")
+
+
+def test_delete_all_erases_records_and_history(factory: BankFactory, alice: Scope, bob: Scope) -> None:
+    bank = factory.open()
+    (mid,) = add(bank, alice, "Alice's address is 1 Main St")
+    add(bank, bob, "Bob's address is 2 Side St")
+    bank.apply(alice, [Op.delete(mid)])
+    assert bank.delete_all(alice) == 1
+    assert bank.list(alice, include_deleted=True) == [] and bank.history(alice) == []
+    if factory.engine.persistent:
+        bank = factory.reopen()
+    assert bank.list(alice, include_deleted=True) == [] and bank.history(alice) == []
+    assert [r.text for r in bank.list(bob)] == ["Bob's address is 2 Side St"]
+
+
+def test_data_and_history_survive_reopen(factory: BankFactory, alice: Scope) -> None:
+    bank = factory.open()
+    (mid,) = add(bank, alice, "Speaks Portuguese")
+    bank.apply(alice, [Op.update(mid, "Speaks Portuguese and Spanish")])
+    before = (bank.list(alice), bank.history(alice))
+    bank = factory.reopen()
+    assert (bank.list(alice), bank.history(alice)) == before
+    bank.apply(alice, [Op.delete(mid)])  # seq keeps growing after a restart
+    assert bank.history(alice)[-1].seq > before[1][-1].seq
+
+
+def test_export_import_roundtrip_is_exact(bank: MemoryBank, alice: Scope, tmp_path) -> None:
+    (a, b) = add(bank, alice, "Born in 1990", "Allergic to peanuts")
+    bank.apply(alice, [Op.update(a, "Born in March 1990"), Op.delete(b)])
+    path = tmp_path / "alice.jsonl"
+    assert bank.export(alice, path) == 2
+    original = path.read_text()
+    bank.delete_all(alice)
+    assert bank.import_(path) == 2
+    again = io.StringIO()
+    bank.export(alice, again)
+    assert again.getvalue() == original
+    assert bank.search(alice, "born March")[0].record.id == a
+    with pytest.raises(ImportConflict):
+        bank.import_(path)  # same ids again: refused, nothing duplicated
+    with pytest.raises(ImportConflict):
+        bank.import_(path, scope=Scope(user_id="mallory"))  # ids of another scope are never overwritten
+    assert bank.count(Scope(user_id="mallory"), include_deleted=True) == 0
+
+
+def test_import_into_another_scope(bank: MemoryBank, alice: Scope, tmp_path) -> None:
+    add(bank, alice, "Drinks coffee")
+    path = tmp_path / "a.jsonl"
+    bank.export(alice, path)
+    bank.delete_all(alice)
+    carol = Scope(user_id="carol", agent_id="assistant")
+    bank.import_(path, scope=carol)
+    assert [r.text for r in bank.list(carol)] == ["Drinks coffee"]
+    assert bank.list(carol)[0].scope == carol and bank.history(carol)[0].scope == carol
+    assert bank.list(alice) == []
+
+
+@pytest.mark.parametrize(
+    "mangle, field",
+    [
+        (lambda lines: lines[:-1], "file"),  # truncated: a line missing
+        (lambda lines: lines[:1] + ['{"type": "memory", "record": {"id": "x"'], "line 2"),  # cut mid-line
+        (lambda lines: ["not json"] + lines[1:], "line 1"),
+        (lambda lines: [], "line 1"),
+        (lambda lines: lines[:1] + ['{"type": "bogus"}'] + lines[1:], "line 2.type"),
+    ],
+)
+def test_import_rejects_broken_files_and_writes_nothing(bank: MemoryBank, alice: Scope, mangle, field) -> None:
+    add(bank, alice, "Owns a red bike")
+    out = io.StringIO()
+    bank.export(alice, out)
+    bank.delete_all(alice)
+    broken = "\n".join(mangle(out.getvalue().splitlines())) + "\n"
+    with pytest.raises(InvalidInput) as err:
+        bank.import_(io.StringIO(broken))
+    assert err.value.field == field
+    assert bank.count(alice, include_deleted=True) == 0 and bank.history(alice) == []
+
+
+def test_snapshot_fork_is_isolated(bank: MemoryBank, alice: Scope) -> None:
+    (mid,) = add(bank, alice, "Has a dog named Buddy")
+    snap = bank.snapshot(alice)
+    child = snap.fork(bank.embedder)
+    child.apply(alice, [Op.update(mid, "Has two dogs, Buddy and Scout"), Op.add("Adopted Scout in May")])
+    assert bank.get(alice, mid).text == "Has a dog named Buddy"
+    assert bank.count(alice) == 1
+    assert child.count(alice) == 2 and child.get(alice, mid).version == 2
+    sibling = snap.fork(bank.embedder)  # the snapshot itself did not change either
+    assert [r.text for r in sibling.list(alice)] == ["Has a dog named Buddy"]
+    grandchild = child.fork(alice)  # forks of forks: Memory-R2's anchor states
+    assert grandchild.search(alice, "Scout")[0].record.text in {"Has two dogs, Buddy and Scout", "Adopted Scout in May"}
+    assert len(grandchild.history(alice)) == 3
+
+
+@pytest.mark.parametrize(
+    "ops, field",
+    [
+        ([{"op": "ADD", "text": ""}], "ops[0].text"),
+        ([{"op": "ADD", "text": "   \n"}], "ops[0].text"),
+        ([{"op": "ADD", "text": "ok"}, {"op": "ADD", "text": "bad \udcff"}], "ops[1].text"),
+        ([{"op": "ADD", "text": "x" * 5000}], "ops[0].text"),
+        ([{"op": "ADD", "text": "ok", "metadata": {1: "non-string key"}}], "ops[0].metadata[1] (the key)"),
+        ([{"op": "UPDATE", "target": "not-a-uuid", "text": "x"}], "ops[0].target"),
+        ([{"op": "EXPLODE"}], "ops[0].op"),
+        ([{"op": "DELETE"}], "ops[0]"),
+    ],
+)
+def test_bad_ops_name_the_field_and_change_nothing(bank: MemoryBank, alice: Scope, ops, field) -> None:
+    add(bank, alice, "Existing memory")
+    before = (bank.list(alice, include_deleted=True), bank.history(alice))
+    with pytest.raises(InvalidInput) as err:
+        bank.apply(alice, ops)
+    assert err.value.field == field, str(err.value)
+    assert (bank.list(alice, include_deleted=True), bank.history(alice)) == before
+
+
+@pytest.mark.parametrize(
+    "scope, error, field",
+    [
+        (None, ScopeRequired, "scope"),
+        ({}, ScopeRequired, "scope"),
+        ({"user_id": None}, ScopeRequired, "scope"),
+        ({"user_id": ""}, InvalidInput, "scope.user_id"),
+        ({"user_id": "a\x07b"}, InvalidInput, "scope.user_id"),
+        ({"user_id": "u", "tenant": "t"}, InvalidInput, "scope.tenant"),
+        ("alice", InvalidInput, "scope"),
+    ],
+)
+def test_malformed_scope_is_rejected(bank: MemoryBank, scope, error, field) -> None:
+    with pytest.raises(error) as err:
+        bank.apply(scope, [Op.add("x")])
+    assert err.value.field == field
+
+
+def test_unknown_ids_are_typed_errors(bank: MemoryBank, alice: Scope) -> None:
+    with pytest.raises(MemoryNotFound) as err:
+        bank.get(alice, uuid.uuid4())
+    assert "not found in this scope" in str(err.value)
+    with pytest.raises(InvalidInput):
+        bank.get(alice, "12")
+    with pytest.raises(MemoryNotFound):
+        bank.restore(alice, uuid.uuid4())
+    (mid,) = add(bank, alice, "x")
+    with pytest.raises(Conflict):
+        bank.restore(alice, mid)  # not deleted
+
+
+def test_op_shapes_are_validated() -> None:
+    with pytest.raises(ValueError):
+        Op(op=OpType.ADD, target=uuid.uuid4(), text="x")
+    with pytest.raises(ValueError):
+        Op(op=OpType.DELETE, target=uuid.uuid4(), text="x")
+    with pytest.raises(ValueError):
+        Op(op=OpType.UPDATE, text="x")

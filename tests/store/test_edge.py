@@ -1,0 +1,141 @@
+"""What only the embedded engine must do: lock its folder, survive kill -9, erase for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from memsdk.bank import MemoryBank
+from memsdk.embedding import HashEmbedder
+from memsdk.errors import StoreError, StoreLocked
+from memsdk.store.edge import EdgeTransport
+from memsdk.types import Op, Scope
+
+DIM = 64
+ALICE = Scope(user_id="alice")
+
+
+def open_bank(path: Path) -> MemoryBank:
+    return MemoryBank(EdgeTransport(path, dim=DIM), HashEmbedder(DIM))
+
+
+def run_child(code: str, *args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_second_process_gets_store_locked_with_an_explanation(tmp_path: Path) -> None:
+    with open_bank(tmp_path):
+        child = run_child(
+            """
+            import sys
+            from memsdk.store.edge import EdgeTransport
+            from memsdk.errors import StoreLocked
+            try:
+                EdgeTransport(sys.argv[1], dim=64)
+            except StoreLocked as exc:
+                print("LOCKED:", exc)
+            """,
+            str(tmp_path),
+        )
+        out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    assert out.startswith("LOCKED:")
+    assert f"pid {os.getpid()}" in out and "qdrant_url" in out
+
+
+def test_second_open_in_the_same_process_is_locked_until_close(tmp_path: Path) -> None:
+    first = open_bank(tmp_path)
+    with pytest.raises(StoreLocked):
+        open_bank(tmp_path)
+    first.close()
+    open_bank(tmp_path).close()
+
+
+def test_wrong_embedding_size_is_explained(tmp_path: Path) -> None:
+    open_bank(tmp_path).close()
+    with pytest.raises(StoreError, match="64-d vectors"):
+        EdgeTransport(tmp_path, dim=384)
+    open_bank(tmp_path).close()  # the failed open released the lock
+
+
+def _files_containing(root: Path, needle: bytes) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_erase_removes_the_bytes_from_disk(tmp_path: Path) -> None:
+    bob = Scope(user_id="bob")
+    with open_bank(tmp_path) as bank:
+        t = bank.apply(ALICE, [Op.add("Alice SSN ZX-ERASE-ME-731")])
+        bank.apply(ALICE, [Op.update(t.records[0].id, "Alice SSN ZX-ERASE-ME-731 (confirmed)")])
+        bank.apply(bob, [Op.add("Bob keeps KEEP-ME-552")])
+        bank.transport.flush()
+        assert _files_containing(tmp_path, b"ZX-ERASE-ME-731"), "the test needle must be on disk first"
+        bank.delete_all(ALICE)
+    assert _files_containing(tmp_path, b"ZX-ERASE-ME-731") == []
+    assert _files_containing(tmp_path, b"KEEP-ME-552")
+    with open_bank(tmp_path) as bank:
+        assert bank.count(ALICE, include_deleted=True) == 0
+        assert [r.text for r in bank.list(bob)] == ["Bob keeps KEEP-ME-552"]
+        bank.apply(bob, [Op.add("still writable after the shard swap")])
+        assert bank.count(bob) == 2
+
+
+def test_stale_shard_folders_are_removed_on_open(tmp_path: Path) -> None:
+    open_bank(tmp_path).close()
+    leftover = tmp_path / "shard-9"  # e.g. a purge that crashed before flipping CURRENT
+    leftover.mkdir()
+    (leftover / "junk").write_text("secret")
+    open_bank(tmp_path).close()
+    assert not leftover.exists()
+
+
+def test_kill_9_loses_no_acknowledged_batch_and_splits_none(tmp_path: Path) -> None:
+    child = run_child(
+        """
+        import sys
+        from memsdk.bank import MemoryBank
+        from memsdk.embedding import HashEmbedder
+        from memsdk.store.edge import EdgeTransport
+        from memsdk.types import Op, Scope
+        bank = MemoryBank(EdgeTransport(sys.argv[1], dim=64), HashEmbedder(64))
+        scope = Scope(user_id="alice")
+        first = bank.apply(scope, [Op.add("seed memory")]).records[0].id
+        n = 0
+        while True:
+            bank.apply(scope, [Op.add(f"batch {n} item {i}") for i in range(5)] + [Op.update(first, f"seed memory v{n}")])
+            n += 1
+            print(n, flush=True)
+        """,
+        str(tmp_path),
+    )
+    acknowledged = 0
+    deadline = time.monotonic() + 60
+    while acknowledged < 20 and time.monotonic() < deadline:
+        acknowledged = int(child.stdout.readline() or acknowledged)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    assert acknowledged >= 20, child.stderr.read()
+
+    with open_bank(tmp_path) as bank:
+        records = bank.list(ALICE)
+        history = bank.history(ALICE)
+        batches = len(records) - 1
+        assert batches % 5 == 0, "a batch was split by the crash"
+        assert batches // 5 >= acknowledged, "an acknowledged batch was lost"
+        seed = next(r for r in records if r.text.startswith("seed"))
+        assert seed.version == batches // 5 + 1  # every committed batch also committed its UPDATE
+        assert len(history) == len(records) + batches // 5  # one ADD per record + one UPDATE per batch
+        assert {e.memory_id for e in history} == {r.id for r in records}
+
+
+def test_store_meta_records_the_vector_size(tmp_path: Path) -> None:
+    open_bank(tmp_path).close()
+    assert json.loads((tmp_path / "memsdk-store.json").read_text())["dim"] == DIM
