@@ -1,0 +1,88 @@
+"""Answer-quality metrics used as rewards: exact match, token F1 and BLEU-1.
+
+All three score a predicted answer against one gold answer after the same normalisation,
+so that a reward and the number reported on LoCoMo are the same quantity.
+
+Normalisation (SQuAD's ``normalize_answer``, which the LoCoMo evaluation copies):
+lowercase -> drop ASCII punctuation -> drop the articles a/an/the -> collapse whitespace.
+Two deliberate differences from LoCoMo's ``evaluation.py``: it also removes the word "and"
+and Porter-stems tokens before F1; we do neither, so our F1 is the SQuAD one the Memory-R1
+and Mem0 tables report.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import Counter
+
+__all__ = ["normalize_answer", "answer_tokens", "exact_match", "token_f1", "bleu1"]
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+def normalize_answer(text: object) -> str:
+    """lower(text) -> strip punctuation -> remove a/an/the -> single spaces.
+
+    Takes any object because LoCoMo stores some gold answers as ints (years, counts).
+    """
+    lowered = str(text).lower().translate(_PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", lowered).split())
+
+
+def answer_tokens(text: object) -> list[str]:
+    """Whitespace tokens of ``normalize_answer(text)``."""
+    return normalize_answer(text).split()
+
+
+def exact_match(prediction: object, gold: object) -> float:
+    """EM = 1 if normalize(prediction) == normalize(gold) else 0."""
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def _clipped_overlap(pred: list[str], gold: list[str]) -> int:
+    """Number of prediction tokens matched by gold tokens, each gold token used at most once."""
+    return sum((Counter(pred) & Counter(gold)).values())
+
+
+def token_f1(prediction: object, gold: object) -> float:
+    """SQuAD token F1 on normalised tokens.
+
+    P = |pred ∩ gold| / |pred|,  R = |pred ∩ gold| / |gold|  (multiset intersection),
+    F1 = 2PR / (P + R);  F1 = 0 when nothing overlaps.
+    If either side normalises to no tokens, F1 = 1 when both do and 0 otherwise (SQuAD).
+    """
+    pred, ref = answer_tokens(prediction), answer_tokens(gold)
+    if not pred or not ref:
+        return float(pred == ref)
+    common = _clipped_overlap(pred, ref)
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def bleu1(prediction: object, gold: object) -> float:
+    """Sentence BLEU-1 on normalised tokens (Papineni et al. 2002, eqs. 1-2 with N = 1).
+
+    BLEU-1 = BP * p1,  p1 = clipped unigram matches / |pred|,
+    BP = 1 if |pred| > |gold| else exp(1 - |gold| / |pred|).
+
+    Smoothing: the one LoCoMo / Mem0 / Memory-R1 use, nltk's ``SmoothingFunction().method1``
+    (a zero n-gram precision numerator is replaced by epsilon = 0.1). For N = 1 it never
+    applies: nltk's ``sentence_bleu`` returns 0 before smoothing when there is no unigram
+    match, and so do we. That is also what a reward wants: smoothing would pay a one-word
+    wrong answer 0.1 and so teach the policy to answer wrong but short. The result equals
+    ``sentence_bleu([gold], pred, weights=(1, 0, 0, 0), smoothing_function=method1)`` on
+    these tokens. Both empty -> 1.0, as ``token_f1``.
+    """
+    pred, ref = answer_tokens(prediction), answer_tokens(gold)
+    if not pred or not ref:
+        return float(pred == ref)
+    matches = _clipped_overlap(pred, ref)
+    if matches == 0:
+        return 0.0
+    brevity = 1.0 if len(pred) > len(ref) else math.exp(1 - len(ref) / len(pred))
+    return brevity * matches / len(pred)
