@@ -26,6 +26,7 @@ __all__ = [
     "MemoryRecord",
     "HistoryEvent",
     "ScoredMemory",
+    "Turn",
     "content_hash",
     "check_text",
     "utcnow",
@@ -226,3 +227,19 @@ class ScoredMemory(BaseModel):
 
     record: MemoryRecord
     score: float
+
+
+class Turn(BaseModel):
+    """One conversation turn as an app hands it to ``ingest``.
+
+    ``turn_id`` links memories back to the turns they came from (LoCoMo's ``D1:3``);
+    ``timestamp`` is free text or a datetime, because real apps and LoCoMo both write
+    dates like "1:56 pm on 8 May, 2023".
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    speaker: ScopeId
+    text: Text
+    timestamp: datetime | str | None = None
+    turn_id: ScopeId | None = None

@@ -1,0 +1,93 @@
+"""Answerer policies: question + retrieved memories -> evidence, then a short answer (Memory-R1)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from memsdk.llm.base import AsyncLLMBackend, LLMBackend
+from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, afall_back, fall_back
+from memsdk.policies.manager import render_memories
+from memsdk.policies.prompts import load_prompt
+from memsdk.policies.schemas import AnswerOut
+from memsdk.types import MemoryRecord, ScoredMemory
+
+__all__ = ["Answer", "Answerer", "LLMAnswerer", "UNKNOWN"]
+
+UNKNOWN = "unknown"
+MAX_QUESTION_CHARS = 500
+
+
+@dataclass
+class Answer:
+    text: str
+    evidence: list[MemoryRecord]
+    calls: list[PolicyCall] = field(default_factory=list)
+    fallback: bool = False
+
+
+@runtime_checkable
+class Answerer(Protocol):
+    role: str
+
+    def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer: ...
+
+    async def aanswer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer: ...
+
+
+class LLMAnswerer:
+    """Shows up to 60 memories as ``[i] text``; the model names the ones it used, then answers.
+
+    Answers are cut to ``max_answer_words`` (the prompt asks for 6; a rambling model is the
+    common failure with small models) and an unparseable reply answers "unknown".
+    """
+
+    role = "answerer"
+    prompt_role = "answerer"
+    max_tokens = 64
+
+    def __init__(
+        self,
+        backend: LLMBackend | AsyncLLMBackend,
+        config: PolicyConfig = PolicyConfig(),
+        *,
+        max_answer_words: int = 12,
+        fallback: Answerer | None = None,
+        stats: PolicyStats | None = None,
+    ) -> None:
+        self.backend, self.max_answer_words, self.fallback = backend, max_answer_words, fallback
+        prompt = load_prompt(self.prompt_role, config.prompt_version)
+        self.caller = LLMCaller(prompt, AnswerOut, config, default_max_tokens=self.max_tokens, stats=stats)
+
+    @property
+    def stats(self) -> PolicyStats:
+        return self.caller.stats
+
+    @staticmethod
+    def _values(question: str, memories: Sequence[ScoredMemory]) -> dict[str, str]:
+        return {"question": question[:MAX_QUESTION_CHARS], "memories": render_memories(memories)}
+
+    def _finish(self, value: AnswerOut | None, call: PolicyCall, memories: Sequence[ScoredMemory]) -> Answer:
+        if value is None:
+            return Answer(UNKNOWN, [], [call])
+        words = value.answer.split()
+        if len(words) > self.max_answer_words:
+            self.stats.add("long_answers")
+            words = words[: self.max_answer_words]
+        evidence = [memories[i].record for i in dict.fromkeys(value.evidence) if 0 <= i < len(memories)]
+        if len(evidence) < len(set(value.evidence)):
+            self.stats.add("unknown_evidence")
+        return Answer(" ".join(words) or UNKNOWN, evidence, [call])
+
+    def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
+        def primary() -> Answer:
+            return self._finish(*self.caller.call(self.backend, **self._values(question, memories)), memories)  # type: ignore[arg-type]
+
+        return fall_back(self, primary, lambda: self.fallback.answer(question, memories))  # type: ignore[union-attr]
+
+    async def aanswer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
+        async def primary() -> Answer:
+            return self._finish(*await self.caller.acall(self.backend, **self._values(question, memories)), memories)  # type: ignore[arg-type]
+
+        return await afall_back(self, primary, lambda: self.fallback.aanswer(question, memories))  # type: ignore[union-attr]

@@ -1,0 +1,196 @@
+"""What every policy shares: the record of one LLM call, failure counters, and the call itself.
+
+A policy is prompt + schema + backend + model name. `LLMCaller` does the one thing they all
+do: render the prompt, ask the backend (constrained to the schema where the backend can),
+parse with one repair, re-ask once if that failed, and record everything in a `PolicyCall`
+that the interaction log stores and the trainer later reads back (messages, raw output,
+token counts, logprobs when asked for).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from memsdk.errors import PolicyError, PolicyUnavailable
+from memsdk.llm.base import AsyncLLMBackend, Completion, LLMBackend, SamplingParams
+from memsdk.policies.parsing import Parsed, parse
+from memsdk.policies.prompts import PromptTemplate
+from memsdk.policies.schemas import json_schema
+
+__all__ = ["PolicyConfig", "PolicyCall", "PolicyStats", "LLMCaller", "fall_back", "afall_back"]
+
+log = logging.getLogger("memsdk.policies")
+T = TypeVar("T", bound=BaseModel)
+
+REASK = "Your reply was not valid: {error}. Reply again with only the JSON object, nothing else."
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """How an LLM policy calls its model.
+
+    ``model`` is the served model or LoRA adapter name (None: the backend's default);
+    ``params`` None means the role's default (a short, greedy generation); ``constrained``
+    sends the output schema for constrained decoding where the backend supports it;
+    ``reask`` allows one second request when the first reply cannot be parsed.
+    """
+
+    model: str | None = None
+    prompt_version: str = "v1"
+    params: SamplingParams | None = None
+    constrained: bool = True
+    reask: bool = True
+
+
+@dataclass
+class PolicyCall:
+    """One policy decision as it happened; the unit of the interaction log and of training data."""
+
+    role: str
+    policy_version: str
+    messages: list[dict[str, str]]
+    raw_output: str
+    parsed: dict[str, Any] | None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    failure: str | None = None
+    repaired: bool = False
+    reasked: bool = False
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class PolicyStats:
+    """Counters of what went wrong, per failure kind; thread-safe."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, kind: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[kind] += n
+
+    def __getitem__(self, kind: str) -> int:
+        return self.counts[kind]
+
+
+class LLMCaller(Generic[T]):
+    """Prompt + schema + backend + model: one reusable, logged, parse-safe LLM call."""
+
+    def __init__(self, prompt: PromptTemplate, schema: type[T], config: PolicyConfig, *, default_max_tokens: int, stats: PolicyStats | None = None) -> None:
+        self.prompt, self.schema = prompt, schema
+        self.params = config.params or SamplingParams(max_tokens=default_max_tokens)
+        self.model, self.constrained, self.reask = config.model, config.constrained, config.reask
+        self.stats = stats if stats is not None else PolicyStats()
+
+    def version(self, backend: LLMBackend | AsyncLLMBackend) -> str:
+        return f"{self.prompt.role}.{self.prompt.version}@{self.model or backend.model}"
+
+    def _schema_for(self, backend: LLMBackend | AsyncLLMBackend) -> dict[str, Any] | None:
+        return json_schema(self.schema) if self.constrained and backend.supports_schema else None
+
+    def _record(self, backend: Any, messages: list[dict[str, str]], completions: Sequence[Completion], parsed: Parsed[T], started: float) -> PolicyCall:
+        last = completions[-1].choices[0]
+        call = PolicyCall(
+            role=self.prompt.role,
+            policy_version=self.version(backend),
+            messages=messages,
+            raw_output=last.text,
+            parsed=None if parsed.value is None else parsed.value.model_dump(mode="json"),
+            prompt_tokens=sum(c.prompt_tokens for c in completions),
+            completion_tokens=sum(c.completion_tokens for c in completions),
+            latency_s=time.perf_counter() - started,
+            failure=parsed.error,
+            repaired=parsed.repaired,
+            reasked=len(completions) > 1,
+            token_ids=last.token_ids,
+            logprobs=None if last.logprobs is None else [t.logprob for t in last.logprobs],
+        )
+        self.stats.add("calls")
+        if call.repaired:
+            self.stats.add("repaired")
+        if call.reasked:
+            self.stats.add("reasked")
+        if call.failure:
+            self.stats.add("parse_failures")
+            log.warning("%s: unparseable output (%s): %.200r", call.policy_version, call.failure, call.raw_output)
+        return call
+
+    def _reask_messages(self, messages: list[dict[str, str]], raw: str, error: str | None) -> list[dict[str, str]]:
+        return [*messages, {"role": "assistant", "content": raw[:2000]}, {"role": "user", "content": REASK.format(error=error)}]
+
+    def call(self, backend: LLMBackend, **values: str) -> tuple[T | None, PolicyCall]:
+        """Ask, parse, maybe re-ask once. Backend failures propagate as PolicyError."""
+        messages = self.prompt.render(**values)
+        started = time.perf_counter()
+        kw = dict(params=self.params, model=self.model, schema=self._schema_for(backend))
+        completions = [_checked(backend.chat(messages, **kw))]
+        parsed = parse(completions[0].text, self.schema)
+        if not parsed.ok and self.reask:
+            completions.append(_checked(backend.chat(self._reask_messages(messages, completions[0].text, parsed.error), **kw)))
+            parsed = parse(completions[-1].text, self.schema)
+        return parsed.value, self._record(backend, messages, completions, parsed, started)
+
+    async def acall(self, backend: AsyncLLMBackend, **values: str) -> tuple[T | None, PolicyCall]:
+        messages = self.prompt.render(**values)
+        started = time.perf_counter()
+        kw = dict(params=self.params, model=self.model, schema=self._schema_for(backend))
+        completions = [_checked(await backend.chat(messages, **kw))]
+        parsed = parse(completions[0].text, self.schema)
+        if not parsed.ok and self.reask:
+            completions.append(_checked(await backend.chat(self._reask_messages(messages, completions[0].text, parsed.error), **kw)))
+            parsed = parse(completions[-1].text, self.schema)
+        return parsed.value, self._record(backend, messages, completions, parsed, started)
+
+
+def _checked(completion: Completion) -> Completion:
+    if not completion.choices:
+        raise PolicyError("the backend returned no choices")
+    return completion
+
+
+R = TypeVar("R")
+
+
+def _degraded(policy: Any, exc: PolicyUnavailable) -> None:
+    if policy.fallback is None:
+        raise exc
+    policy.stats.add("fallbacks")
+    log.warning("%s backend unavailable, using %s: %s", policy.role, type(policy.fallback).__name__, exc)
+
+
+def fall_back(policy: Any, primary: Callable[[], R], fallback: Callable[[], R]) -> R:
+    """Run ``primary``; if its backend is unavailable, run the policy's fallback (when it has one).
+
+    The fallback's result is marked ``fallback=True`` so the log shows the degraded decision.
+    """
+    try:
+        return primary()
+    except PolicyUnavailable as exc:
+        _degraded(policy, exc)
+    result = fallback()
+    result.fallback = True  # type: ignore[attr-defined]
+    return result
+
+
+async def afall_back(policy: Any, primary: Callable[[], Awaitable[R]], fallback: Callable[[], Awaitable[R]]) -> R:
+    try:
+        return await primary()
+    except PolicyUnavailable as exc:
+        _degraded(policy, exc)
+    result = await fallback()
+    result.fallback = True  # type: ignore[attr-defined]
+    return result

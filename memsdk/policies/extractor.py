@@ -1,0 +1,122 @@
+"""Extractor policies: a turn (with a little context) -> atomic facts worth remembering."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from memsdk.llm.base import AsyncLLMBackend, LLMBackend
+from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, afall_back, fall_back
+from memsdk.policies.prompts import load_prompt
+from memsdk.policies.schemas import ExtractedFacts
+from memsdk.types import Turn
+
+__all__ = ["Extraction", "Extractor", "LLMExtractor", "ChunkExtractor", "render_turn"]
+
+#: the part of a turn an extractor prompt shows; keeps the prompt within the token budget
+MAX_TURN_CHARS = 1500
+CONTEXT_CHARS = 200
+
+
+@dataclass
+class Extraction:
+    facts: list[str]
+    calls: list[PolicyCall] = field(default_factory=list)
+    fallback: bool = False
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    role: str
+
+    def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction: ...
+
+    async def aextract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction: ...
+
+
+def render_turn(turn: Turn, limit: int = CONTEXT_CHARS) -> str:
+    return f"{turn.speaker}: {turn.text[:limit]}"
+
+
+class LLMExtractor:
+    """The Memory-R1 extractor: one call per turn, JSON ``{"facts": [...]}``.
+
+    With ``fallback`` set, a dead backend degrades to that policy instead of failing the
+    turn; without it, `PolicyUnavailable` propagates so the caller decides.
+    """
+
+    role = "extractor"
+    prompt_role = "extractor"
+    max_tokens = 160
+
+    def __init__(
+        self,
+        backend: LLMBackend | AsyncLLMBackend,
+        config: PolicyConfig = PolicyConfig(),
+        *,
+        context_turns: int = 2,
+        fallback: Extractor | None = None,
+        stats: PolicyStats | None = None,
+    ) -> None:
+        self.backend, self.context_turns, self.fallback = backend, context_turns, fallback
+        prompt = load_prompt(self.prompt_role, config.prompt_version)
+        self.caller = LLMCaller(prompt, ExtractedFacts, config, default_max_tokens=self.max_tokens, stats=stats)
+
+    @property
+    def stats(self) -> PolicyStats:
+        return self.caller.stats
+
+    def _values(self, turn: Turn, context: Sequence[Turn]) -> dict[str, str]:
+        recent = list(context)[-self.context_turns :] if self.context_turns else []
+        return {
+            "timestamp": str(turn.timestamp or "unknown"),
+            "context": "\n".join(render_turn(t) for t in recent) or "(none)",
+            "speaker": turn.speaker,
+            "text": turn.text[:MAX_TURN_CHARS],
+        }
+
+    def _finish(self, value: ExtractedFacts | None, call: PolicyCall) -> Extraction:
+        return Extraction([] if value is None else _dedupe(value.facts), [call])
+
+    def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
+        def primary() -> Extraction:
+            return self._finish(*self.caller.call(self.backend, **self._values(turn, context)))  # type: ignore[arg-type]
+
+        return fall_back(self, primary, lambda: self.fallback.extract(turn, context))  # type: ignore[union-attr]
+
+    async def aextract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
+        async def primary() -> Extraction:
+            return self._finish(*await self.caller.acall(self.backend, **self._values(turn, context)))  # type: ignore[arg-type]
+
+        return await afall_back(self, primary, lambda: self.fallback.aextract(turn, context))  # type: ignore[union-attr]
+
+
+class ChunkExtractor(LLMExtractor):
+    """Memory-R2's extractor role: one call per chunk of a session instead of per turn."""
+
+    role = "r2_extractor"
+    prompt_role = "r2_extractor"
+
+    def _values(self, turn: Turn, context: Sequence[Turn]) -> dict[str, str]:
+        # `context` is the chunk before `turn`; the whole chunk goes into one prompt
+        chunk = [*context, turn]
+        budget = MAX_TURN_CHARS * 2 // max(1, len(chunk))
+        return {"timestamp": str(turn.timestamp or "unknown"), "chunk": "\n".join(render_turn(t, budget) for t in chunk)}
+
+    def extract_chunk(self, chunk: Sequence[Turn]) -> Extraction:
+        return self.extract(chunk[-1], chunk[:-1])
+
+    async def aextract_chunk(self, chunk: Sequence[Turn]) -> Extraction:
+        return await self.aextract(chunk[-1], chunk[:-1])
+
+
+def _dedupe(facts: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for f in facts:
+        key = f.casefold()
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out

@@ -1,0 +1,161 @@
+"""Manager policies: a fact + related memories -> validated ops (Memory-R1's memory manager).
+
+The model sees memories as ``[0] text``, ``[1] text``: short integer aliases, never UUIDs
+(a 135M model copies UUIDs badly, and ids must not leak into prompts). `to_ops` maps the
+aliases back and is the guard between the model and the bank: an op on an unknown alias,
+a second op on the same memory, an op the schema does not allow, or a burst of DELETEs
+is dropped (DELETE storms become NOOP), and every drop is counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from memsdk.llm.base import AsyncLLMBackend, LLMBackend
+from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, afall_back, fall_back
+from memsdk.policies.prompts import load_prompt
+from memsdk.policies.schemas import ManagerDecision
+from memsdk.types import Op, OpType, ScoredMemory, check_text
+
+__all__ = ["Decision", "Manager", "LLMManager", "ChunkManager", "OpGuard", "to_ops", "render_memories"]
+
+MEMORY_CHARS = 300
+
+
+@dataclass
+class Decision:
+    ops: list[Op]
+    calls: list[PolicyCall] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    fallback: bool = False
+
+
+@runtime_checkable
+class Manager(Protocol):
+    role: str
+
+    def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision: ...
+
+    async def adecide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision: ...
+
+
+@dataclass(frozen=True)
+class OpGuard:
+    """Limits on what one decision may do to the bank."""
+
+    max_deletes: int = 1
+    max_text_chars: int = 400
+
+
+def render_memories(memories: Sequence[ScoredMemory]) -> str:
+    return "\n".join(f"[{i}] {m.record.text[:MEMORY_CHARS]}" for i, m in enumerate(memories)) or "(none)"
+
+
+def to_ops(decision: ManagerDecision, related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = (), guard: OpGuard = OpGuard()) -> tuple[list[Op], list[str]]:
+    """Map aliases back to memory ids and keep only ops that are safe to apply."""
+    ops: list[Op] = []
+    rejected: list[str] = []
+    touched: set[int] = set()
+    turns = tuple(source_turn_ids)
+    deletes = [o for o in decision.ops if o.op == "DELETE"]
+    storm = len(deletes) > guard.max_deletes or (len(related) > 1 and len(deletes) >= len(related))
+    if storm and deletes:
+        rejected.append(f"delete storm: {len(deletes)} DELETEs of {len(related)} memories turned into NOOP")
+    for i, out in enumerate(decision.ops):
+        kind = OpType(out.op)
+        if kind is OpType.NOOP:
+            continue
+        if kind is OpType.DELETE and storm:
+            continue
+        if kind is OpType.ADD:
+            text = _valid_text(out.text, guard)
+            if text is None:
+                rejected.append(f"ops[{i}]: ADD without usable text")
+            else:
+                ops.append(Op.add(text, source_turn_ids=turns))
+            continue
+        if out.id is None or not 0 <= out.id < len(related):
+            rejected.append(f"ops[{i}]: {kind} of unknown memory [{out.id}]")
+            continue
+        if out.id in touched:
+            rejected.append(f"ops[{i}]: second op on memory [{out.id}]")
+            continue
+        target = related[out.id].record.id
+        if kind is OpType.DELETE:
+            ops.append(Op.delete(target))
+        else:
+            text = _valid_text(out.text, guard)
+            if text is None:
+                rejected.append(f"ops[{i}]: UPDATE of [{out.id}] without usable text")
+                continue
+            ops.append(Op.update(target, text, source_turn_ids=turns))
+        touched.add(out.id)
+    return ops, rejected
+
+
+def _valid_text(text: str | None, guard: OpGuard) -> str | None:
+    if text is None or len(text) > guard.max_text_chars:
+        return None
+    try:
+        return check_text(text)
+    except ValueError:
+        return None
+
+
+class LLMManager:
+    """Asks the model for ops on the related memories (Memory-R1's memory manager)."""
+
+    role = "manager"
+    prompt_role = "manager"
+    max_tokens = 160
+
+    def __init__(
+        self,
+        backend: LLMBackend | AsyncLLMBackend,
+        config: PolicyConfig = PolicyConfig(),
+        *,
+        guard: OpGuard = OpGuard(),
+        fallback: Manager | None = None,
+        stats: PolicyStats | None = None,
+    ) -> None:
+        self.backend, self.guard, self.fallback = backend, guard, fallback
+        prompt = load_prompt(self.prompt_role, config.prompt_version)
+        self.caller = LLMCaller(prompt, ManagerDecision, config, default_max_tokens=self.max_tokens, stats=stats)
+
+    @property
+    def stats(self) -> PolicyStats:
+        return self.caller.stats
+
+    @staticmethod
+    def _values(facts: Sequence[str], related: Sequence[ScoredMemory]) -> dict[str, str]:
+        return {"fact": " ".join(facts), "facts": "\n".join(f"- {f}" for f in facts), "memories": render_memories(related)}
+
+    def _finish(self, value: ManagerDecision | None, call: PolicyCall, related: Sequence[ScoredMemory], turns: Sequence[str]) -> Decision:
+        if value is None:
+            return Decision([], [call], [f"unparseable output: {call.failure}"])
+        ops, rejected = to_ops(value, related, source_turn_ids=turns, guard=self.guard)
+        if rejected:
+            self.stats.add("rejected_ops", len(rejected))
+            call.failure = "; ".join(rejected)
+        return Decision(ops, [call], rejected)
+
+    def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
+        def primary() -> Decision:
+            return self._finish(*self.caller.call(self.backend, **self._values(facts, related)), related, source_turn_ids)  # type: ignore[arg-type]
+
+        return fall_back(self, primary, lambda: self.fallback.decide(facts, related, source_turn_ids=source_turn_ids))  # type: ignore[union-attr]
+
+    async def adecide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
+        async def primary() -> Decision:
+            return self._finish(*await self.caller.acall(self.backend, **self._values(facts, related)), related, source_turn_ids)  # type: ignore[arg-type]
+
+        return await afall_back(self, primary, lambda: self.fallback.adecide(facts, related, source_turn_ids=source_turn_ids))  # type: ignore[union-attr]
+
+
+class ChunkManager(LLMManager):
+    """Memory-R2's manager role: all facts of a session chunk in one call, on the extractor's backbone."""
+
+    role = "r2_manager"
+    prompt_role = "r2_manager"

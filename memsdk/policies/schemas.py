@@ -1,0 +1,62 @@
+"""The output schema of each policy, declared once.
+
+The same pydantic model gives the JSON schema for constrained decoding (vLLM
+``response_format``) and parses the model's reply; the string and list bounds keep a
+runaway generation from turning into a runaway memory.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+__all__ = ["ExtractedFacts", "ManagerOpOut", "ManagerDecision", "AnswerOut", "json_schema"]
+
+Fact = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=400)]
+
+
+class ExtractedFacts(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    facts: list[Fact] = Field(default_factory=list, max_length=20)
+
+
+class ManagerOpOut(BaseModel):
+    """One op as the model writes it: ``id`` is the integer alias shown in the prompt."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    op: Literal["ADD", "UPDATE", "DELETE", "NOOP"]
+    # any int: a wrong alias is dropped (and counted) by the manager's guard, op by op,
+    # instead of failing the whole decision at the schema
+    id: int | None = None
+    text: Annotated[str, StringConstraints(strip_whitespace=True, max_length=400)] | None = None
+
+
+class ManagerDecision(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    ops: list[ManagerOpOut] = Field(max_length=10)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_ops(cls, data: Any) -> Any:
+        # Small models often drop the wrapper: a bare op, or a bare list of ops.
+        if isinstance(data, list):
+            return {"ops": data}
+        if isinstance(data, dict) and "op" in data and "ops" not in data:
+            return {"ops": [data]}
+        return data
+
+
+class AnswerOut(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    evidence: list[Annotated[int, Field(ge=0, le=999)]] = Field(default_factory=list, max_length=60)
+    answer: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
+
+
+def json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema, as sent for constrained decoding."""
+    return model.model_json_schema()
