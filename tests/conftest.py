@@ -42,7 +42,9 @@ def smollm2_dir() -> Path:
 def transformers_backend(smollm2_dir: Path):
     from memsdk.llm.transformers_backend import TransformersBackend
 
-    backend = TransformersBackend(smollm2_dir).load()
+    # One torch thread: on these 2-core machines two threads decoded at ~1.5 tok/s whenever the
+    # other core was busy (another test, a server) against ~14 with one; ~22 vs ~16 when idle.
+    backend = TransformersBackend(smollm2_dir, num_threads=1).load()
     yield backend
     backend.close()
 

@@ -200,6 +200,10 @@ def make_test_lora_adapter(
 if __name__ == "__main__":  # python -m memsdk.llm.testing: serve SmolLM2 until Ctrl-C
     from memsdk.llm.models import ensure_smollm2
 
+    def _interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops the server too
     srv = VLLMServer.start(ensure_smollm2(), log_path=sys.argv[1] if len(sys.argv) > 1 else None)
     print(f"vLLM at {srv.base_url} (healthy after {srv.startup_s:.1f} s), log {srv.log_path}", flush=True)
     try:
