@@ -5,8 +5,11 @@ are imported only when a model or a server-backed store is first used.
 """
 
 from memsdk.bank import BankLimits, BankSnapshot, MemoryBank, Transition
+from memsdk.client import AnswerResult, AsyncMemoryClient, IngestResult, MemoryClient, PolicyInfo
+from memsdk.config import ClientConfig
 from memsdk.embedding import Embedder, HashEmbedder, SentenceTransformerEmbedder
 from memsdk.errors import (
+    ClientClosed,
     Conflict,
     EmbedderError,
     ImportConflict,
@@ -21,15 +24,19 @@ from memsdk.errors import (
     StoreUnavailable,
 )
 from memsdk.store import InMemoryTransport, StoreTransport, open_transport
-from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory
+from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Turn
 
 __version__ = "0.1.0"
 
 __all__ = [
     "API_ACTOR",
     "Actor",
+    "AnswerResult",
+    "AsyncMemoryClient",
     "BankLimits",
     "BankSnapshot",
+    "ClientClosed",
+    "ClientConfig",
     "Conflict",
     "Embedder",
     "EmbedderError",
@@ -38,14 +45,17 @@ __all__ = [
     "HistoryEvent",
     "ImportConflict",
     "InMemoryTransport",
+    "IngestResult",
     "InvalidInput",
     "MemoryBank",
+    "MemoryClient",
     "MemoryNotFound",
     "MemoryRecord",
     "MemsdkError",
     "Op",
     "OpType",
     "PolicyError",
+    "PolicyInfo",
     "PolicyUnavailable",
     "Scope",
     "ScopeRequired",
@@ -56,5 +66,6 @@ __all__ = [
     "StoreTransport",
     "StoreUnavailable",
     "Transition",
+    "Turn",
     "open_transport",
 ]

@@ -1,6 +1,7 @@
 """Every error memsdk raises, in one tree.
 
     MemsdkError
+    ├── ClientClosed            a call on a client after close()
     ├── InvalidInput            bad caller input; names the field (``ops[2].text``) and why
     │   └── ScopeRequired       a call that needs a scope got none, or an empty one
     ├── MemoryNotFound          no such memory *in this scope* (ids of other scopes look the same)
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 __all__ = [
     "MemsdkError",
+    "ClientClosed",
     "InvalidInput",
     "ScopeRequired",
     "MemoryNotFound",
@@ -45,6 +47,10 @@ __all__ = [
 
 class MemsdkError(Exception):
     """Base class of every error raised by memsdk."""
+
+
+class ClientClosed(MemsdkError, RuntimeError):
+    """The client was closed; open a new one."""
 
 
 class InvalidInput(MemsdkError, ValueError):

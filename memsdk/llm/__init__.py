@@ -20,8 +20,24 @@ from memsdk.llm.base import (
 )
 from memsdk.llm.config import DEFAULT_LIMITS, DEFAULT_RETRY, DEFAULT_TIMEOUT, Limits, RetryPolicy, Timeout
 from memsdk.llm.models import SMOLLM2_NAME, default_cache_dir, ensure_smollm2, smollm2_gguf_path
-from memsdk.llm.openai_compat import AsyncOpenAICompatibleBackend, OpenAICompatibleBackend, SchemaMode
-from memsdk.llm.transformers_backend import AsyncTransformersBackend, TransformersBackend
+
+# The backends import httpx (~0.15 s) or torch; policies only need the protocol, so the
+# backend classes are resolved on first access (PEP 562).
+_LAZY = {
+    "OpenAICompatibleBackend": "memsdk.llm.openai_compat",
+    "AsyncOpenAICompatibleBackend": "memsdk.llm.openai_compat",
+    "SchemaMode": "memsdk.llm.openai_compat",
+    "TransformersBackend": "memsdk.llm.transformers_backend",
+    "AsyncTransformersBackend": "memsdk.llm.transformers_backend",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'memsdk.llm' has no attribute {name!r}")
 
 __all__ = [
     "LLMBackend",

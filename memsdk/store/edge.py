@@ -11,6 +11,11 @@ they are rewritten, so "erase" alone would leave a user's text on disk. `purge()
 live points into a fresh shard, flips CURRENT, and removes the old folder; a crash at any
 point leaves either the old or the new shard current, and stale folders are removed on the
 next open.
+
+Qdrant edge searches exactly until `optimize()` builds the HNSW index (about 24 ms at
+100k memories exact, under 3 ms indexed, on 2 cores). The transport starts that build in
+a background thread once ``index_after`` vectors have been written without one; searches
+and writes go on meanwhile (the engine is built for that), and `close()` waits for it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import fcntl
 import json
 import os
 import shutil
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -97,10 +103,19 @@ def _fsync_dir(path: Path) -> None:
 class EdgeTransport:
     """Points in a Qdrant edge shard. Not thread-safe on its own: `MemoryBank` serialises writes."""
 
-    def __init__(self, path: str | os.PathLike[str], dim: int, *, search_threads: int | None = 1) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        dim: int,
+        *,
+        search_threads: int | None = 1,
+        index_after: int | None = 20_000,
+    ) -> None:
         self.root = Path(path).expanduser()
         self.dim = dim
         self._search_threads = search_threads
+        self._index_after = index_after
+        self._indexer: threading.Thread | None = None
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = _DirLock(self.root)
         try:
@@ -108,6 +123,7 @@ class EdgeTransport:
             self._shard_name = self._current_name()
             self._remove_stale_shards()
             self._shard = self._open_shard(self.root / self._shard_name)
+            self._unindexed = self._count_unindexed()
         except BaseException:
             self._lock.release()
             raise
@@ -167,6 +183,29 @@ class EdgeTransport:
             self._shard.update(qe.UpdateOperation.upsert_points([_edge_point(p) for p in points]))
         except Exception as exc:
             raise StoreError(f"embedded store write failed: {exc}") from exc
+        self._unindexed += sum(p.vector is not None for p in points)
+        self._maybe_index()
+
+    # -- background indexing ------------------------------------------------------------
+
+    def _count_unindexed(self) -> int:
+        vectors = self._shard.count(qe.CountRequest(exact=True, filter=qe.Filter(must=[qe.FieldCondition(key="kind", match=qe.MatchValue("memory"))])))
+        return max(0, vectors - self._shard.info().indexed_vectors_count)
+
+    def _maybe_index(self) -> None:
+        if self._index_after is None or self._unindexed < self._index_after:
+            return
+        if self._indexer is not None and self._indexer.is_alive():
+            return
+        self._unindexed = 0
+        self._indexer = threading.Thread(target=self._shard.optimize, name="memsdk-edge-index", daemon=True)
+        self._indexer.start()
+
+    def wait_for_index(self) -> None:
+        """Block until a running background index build has finished."""
+        if self._indexer is not None:
+            self._indexer.join()
+            self._indexer = None
 
     def search(self, vector: np.ndarray, where: Where, limit: int) -> list[Hit]:
         if limit <= 0:
@@ -220,6 +259,7 @@ class EdgeTransport:
 
     def purge(self) -> None:
         """Rewrite the shard without deleted data, so erased text is gone from disk too."""
+        self.wait_for_index()
         number = int(self._shard_name.rsplit("-", 1)[1]) + 1
         new_name = f"shard-{number}"
         new_path = self.root / new_name
@@ -251,14 +291,17 @@ class EdgeTransport:
                 return
 
     def optimize(self) -> None:
-        """Build the HNSW index now (Qdrant edge only indexes when asked)."""
+        """Build the HNSW index now, in the caller's thread."""
+        self.wait_for_index()
         self._shard.optimize()
+        self._unindexed = 0
 
     def flush(self) -> None:
         self._shard.flush()
 
     def close(self) -> None:
         if getattr(self, "_shard", None) is not None:
+            self.wait_for_index()
             self._shard.flush()
             self._shard.close()
             self._shard = None  # type: ignore[assignment]

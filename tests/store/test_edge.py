@@ -139,3 +139,28 @@ def test_kill_9_loses_no_acknowledged_batch_and_splits_none(tmp_path: Path) -> N
 def test_store_meta_records_the_vector_size(tmp_path: Path) -> None:
     open_bank(tmp_path).close()
     assert json.loads((tmp_path / "memsdk-store.json").read_text())["dim"] == DIM
+
+
+def test_index_build_runs_in_the_background_and_search_stays_right(tmp_path: Path) -> None:
+    # At this size Qdrant keeps the segment plain (its indexing threshold is in MB); the
+    # benchmark shows the HNSW build at 100k. Here: the build starts, runs beside searches
+    # and writes, and close() waits for it.
+    import numpy as np
+
+    from memsdk.store.base import Point, Where
+
+    transport = EdgeTransport(tmp_path, dim=DIM, index_after=300)
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((400, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    payload = {"scope_key": "s", "kind": "memory", "state": "live"}
+    transport.upsert([Point(f"00000000-0000-0000-0000-{i:012d}", payload, vectors[i]) for i in range(400)])
+    assert transport._indexer is not None, "crossing index_after starts a build"
+    hits = transport.search(vectors[123], Where(scope_key="s", kind="memory"), 1)  # while it may still run
+    assert hits[0].point.id.endswith("000000000123")
+    transport.upsert([Point("00000000-0000-0000-0001-000000000000", payload, vectors[0])])  # writes go on meanwhile
+    indexer = transport._indexer
+    transport.wait_for_index()
+    assert not indexer.is_alive() and transport._indexer is None
+    assert transport.search(vectors[7], Where(scope_key="s", kind="memory"), 1)[0].point.id.endswith("000000000007")
+    transport.close()

@@ -1,0 +1,184 @@
+"""Store benchmark: the embedded Qdrant engine vs qdrant-client's local mode, same process.
+
+For 1k / 10k / 100k memories (384-d unit vectors, realistic record payloads) it measures
+batched upsert throughput, top-10 search latency over one scope holding everything,
+top-10 search latency in one user's scope among 100 users, reopen time and disk size, then the
+same searches after the edge engine's HNSW index build.
+Search is timed through `MemoryBank.search_vector` (filter + record decoding included,
+embedding excluded). The last column group is the embedded engine's speed-up over
+qdrant-client local mode.
+
+    .venv/bin/python benchmarks/store.py [--sizes 1000 10000 100000] [--queries 200]
+
+Targets (issue 2) for the embedded default at 100k: search p95 <= 10 ms and >= 5k
+upserts/s batched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from memsdk.bank import MemoryBank, codec
+from memsdk.embedding import HashEmbedder
+from memsdk.store import StoreTransport
+from memsdk.types import MemoryRecord, Scope, content_hash
+
+DIM = 384
+BATCH = 1024
+USERS = 100
+
+
+@dataclass
+class Row:
+    store: str
+    n: int
+    upserts_per_s: float
+    search_p50_ms: float
+    search_p95_ms: float
+    user_p50_ms: float
+    user_p95_ms: float
+    reopen_s: float | None
+    disk_mb: float | None
+    index_s: float | None = None
+    indexed_p50_ms: float | None = None
+    indexed_p95_ms: float | None = None
+    indexed_user_p95_ms: float | None = None
+
+
+def make_points(n: int, rng: np.random.Generator, scopes: list[Scope]) -> list:
+    vectors = rng.standard_normal((n, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    now = datetime.now(UTC)
+    points = []
+    for i in range(n):
+        text = f"memory {i}: the user mentioned fact number {i} about their week"
+        record = MemoryRecord(
+            id=uuid.uuid4(), text=text, scope=scopes[i % len(scopes)], created_at=now, updated_at=now,
+            version=1, source_turn_ids=(f"D{i % 30}:{i % 17}",), content_hash=content_hash(text),
+        )
+        points.append(codec.record_point(record, vectors[i]))
+    return points
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    a = np.asarray(samples) * 1000
+    return float(np.percentile(a, 50)), float(np.percentile(a, 95))
+
+
+def time_searches(bank: MemoryBank, scope: Scope, queries: np.ndarray, budget_s: float) -> tuple[float, float]:
+    samples: list[float] = []
+    start = time.perf_counter()
+    for q in queries:
+        t = time.perf_counter()
+        bank.search_vector(scope, q, limit=10)
+        samples.append(time.perf_counter() - t)
+        if time.perf_counter() - start > budget_s and len(samples) >= 10:
+            break  # the brute-force baseline at 100k would otherwise take minutes
+    return percentiles(samples)
+
+
+def disk_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
+
+
+def bench(name: str, open_store: Callable[[Path], StoreTransport], n: int, queries: int, persistent: bool) -> Row:
+    rng = np.random.default_rng(n)
+    everyone = [Scope(user_id="everyone")]
+    users = [Scope(user_id=f"user-{u}") for u in range(USERS)]
+    workdir = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
+    try:
+        transport = open_store(workdir)
+        all_points = make_points(n, rng, everyone) + make_points(n, rng, users)
+        t = time.perf_counter()
+        for i in range(0, len(all_points), BATCH):
+            transport.upsert(all_points[i : i + BATCH])
+        upsert_rate = len(all_points) / (time.perf_counter() - t)
+        bank = MemoryBank(transport, HashEmbedder(DIM))
+        qs = rng.standard_normal((queries, DIM)).astype(np.float32)
+        budget = 20.0
+        s50, s95 = time_searches(bank, everyone[0], qs, budget)
+        u50, u95 = time_searches(bank, users[7], qs, budget)
+        indexed: tuple[float | None, ...] = (None, None, None, None)
+        if hasattr(transport, "optimize"):  # the edge engine's HNSW build (done in the background in production)
+            t = time.perf_counter()
+            transport.optimize()
+            index_s = time.perf_counter() - t
+            i50, i95 = time_searches(bank, everyone[0], qs, budget)
+            indexed = (index_s, i50, i95, time_searches(bank, users[7], qs, budget)[1])
+        reopen = size = None
+        if persistent:
+            bank.close()
+            t = time.perf_counter()
+            bank = MemoryBank(open_store(workdir), HashEmbedder(DIM))
+            bank.count(users[0])
+            reopen = time.perf_counter() - t
+            size = disk_mb(workdir)
+        bank.close()
+        return Row(name, n, upsert_rate, s50, s95, u50, u95, reopen, size, *indexed)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def edge(path: Path) -> StoreTransport:
+    from memsdk.store.edge import EdgeTransport
+
+    return EdgeTransport(path / "edge", dim=DIM, index_after=None)
+
+
+def qdrant_local(path: Path) -> StoreTransport:
+    from memsdk.store.qdrant import QdrantClientTransport
+
+    return QdrantClientTransport(":memory:", dim=DIM)
+
+
+def fmt(v: float | None, spec: str) -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+
+    rows: list[tuple[Row, Row]] = []
+    for n in args.sizes:
+        e = bench("edge (embedded)", edge, n, args.queries, persistent=True)
+        q = bench("qdrant-client :memory:", qdrant_local, n, args.queries, persistent=False)
+        rows.append((e, q))
+        print(f"done n={n}", flush=True)
+
+    print("\nEach size N: N memories in one scope + N spread over 100 users (2N points in the store).")
+    head = f"| {'store':24} | {'N':>7} | {'upserts/s':>10} | {'search p50/p95 ms':>18} | {'user-filter p50/p95 ms':>22} | {'reopen s':>8} | {'disk MB':>7} |"
+    print(head)
+    print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
+    for pair in rows:
+        for r in pair:
+            print(
+                f"| {r.store:24} | {r.n:>7} | {r.upserts_per_s:>10.0f} | {r.search_p50_ms:>8.2f} / {r.search_p95_ms:>7.2f} |"
+                f" {r.user_p50_ms:>10.2f} / {r.user_p95_ms:>9.2f} | {fmt(r.reopen_s, '8.2f')} | {fmt(r.disk_mb, '7.1f')} |"
+            )
+    print("\nEdge after its HNSW build (the transport starts it in the background after 20k unindexed vectors):")
+    print("| N | index build s | search p50/p95 ms | user-filter p95 ms |")
+    print("|---|---|---|---|")
+    for e, _ in rows:
+        print(f"| {e.n} | {fmt(e.index_s, '.1f')} | {fmt(e.indexed_p50_ms, '.2f')} / {fmt(e.indexed_p95_ms, '.2f')} | {fmt(e.indexed_user_p95_ms, '.2f')} |")
+    print("\nEmbedded engine speed-up over qdrant-client local (same process, same data):")
+    print("| N | upsert x | search p95 x | user-filter p95 x |")
+    print("|---|---|---|---|")
+    for e, q in rows:
+        print(f"| {e.n} | {e.upserts_per_s / q.upserts_per_s:.1f} | {q.search_p95_ms / e.search_p95_ms:.1f} | {q.user_p95_ms / e.user_p95_ms:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""The ``memsdk`` command: the client's methods from a shell.
+
+    memsdk ingest conversation.jsonl --user caroline
+    memsdk ask "Where did Caroline move from?" --user caroline --user melanie
+    memsdk list --user caroline
+    memsdk history [MEMORY_ID] --user caroline
+    memsdk export caroline.jsonl --user caroline
+    memsdk import caroline.jsonl [--user someone-else]
+    memsdk policies
+    memsdk use-policy manager v3        memsdk rollback manager
+
+Global settings (``--data-dir``, ``--qdrant-url``, ``--llm-base-url``, ``--model``,
+``--policies``) default to the ``MEMSDK_*`` environment. Output is JSON on stdout; errors
+are one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from memsdk.errors import InvalidInput, MemsdkError
+
+__all__ = ["main"]
+
+
+def _scope_args(p: argparse.ArgumentParser, *, multiple: bool = False) -> None:
+    p.add_argument("--user", action="append" if multiple else "store", help="user_id" + (" (repeat for several scopes)" if multiple else ""))
+    p.add_argument("--agent", help="agent_id")
+    p.add_argument("--run", help="run_id")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memsdk", description="Agent memory with trained, hot-swappable policies.")
+    parser.add_argument("--data-dir", type=Path)
+    parser.add_argument("--qdrant-url")
+    parser.add_argument("--llm-base-url")
+    parser.add_argument("--model")
+    parser.add_argument("--policies", choices=["llm", "heuristic"])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ingest", help="ingest turns from a JSON array or JSONL file")
+    p.add_argument("file", type=Path)
+    _scope_args(p)
+    p = sub.add_parser("ask", help="answer a question from memory")
+    p.add_argument("question")
+    _scope_args(p, multiple=True)
+    p = sub.add_parser("list", help="list memories")
+    p.add_argument("--include-deleted", action="store_true")
+    _scope_args(p)
+    p = sub.add_parser("history", help="audit history of a scope or one memory")
+    p.add_argument("memory_id", nargs="?")
+    _scope_args(p)
+    p = sub.add_parser("export", help="export a scope as JSONL")
+    p.add_argument("file", type=Path)
+    _scope_args(p)
+    p = sub.add_parser("import", help="import a JSONL export")
+    p.add_argument("file", type=Path)
+    _scope_args(p)
+    sub.add_parser("policies", help="show the active policy versions")
+    p = sub.add_parser("use-policy", help="switch a role to a published checkpoint")
+    p.add_argument("role")
+    p.add_argument("version")
+    p = sub.add_parser("rollback", help="switch a role back to its previous version")
+    p.add_argument("role")
+    return parser
+
+
+def _scope(args: argparse.Namespace, *, required: bool = True) -> Any:
+    users = args.user if isinstance(args.user, list) else [args.user]
+    scopes = [{k: v for k, v in {"user_id": u, "agent_id": args.agent, "run_id": args.run}.items() if v} for u in users]
+    scopes = [s for s in scopes if s]
+    if not scopes:
+        if required:
+            raise InvalidInput("scope", "give --user, --agent or --run")
+        return None
+    return scopes if isinstance(args.user, list) and len(scopes) > 1 else scopes[0]
+
+
+def _read_turns(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+        return data if isinstance(data, list) else [data]
+    except json.JSONDecodeError:
+        pass
+    turns = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                turns.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InvalidInput(f"{path}:{n}", f"not JSON ({exc.msg})") from None
+    return turns
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, (list, tuple)):
+        return [_dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _dump(v) for k, v in value.items()}
+    return value
+
+
+def _run(args: argparse.Namespace) -> Any:
+    from memsdk.client import MemoryClient
+
+    settings = {k: v for k, v in {"data_dir": args.data_dir, "qdrant_url": args.qdrant_url, "llm_base_url": args.llm_base_url, "model": args.model, "policies": args.policies}.items() if v}
+    with MemoryClient(**settings) as client:
+        match args.command:
+            case "ingest":
+                return client.ingest(_read_turns(args.file), scope=_scope(args))
+            case "ask":
+                return client.answer(args.question, scope=_scope(args))
+            case "list":
+                return client.list(scope=_scope(args), include_deleted=args.include_deleted)
+            case "history":
+                return client.history(args.memory_id, scope=_scope(args))
+            case "export":
+                return {"records": client.export(args.file, scope=_scope(args))}
+            case "import":
+                return {"records": client.import_(args.file, scope=_scope(args, required=False))}
+            case "policies":
+                return client.policies
+            case "use-policy":
+                client.use_policy(args.role, args.version)
+                return client.policies
+            case "rollback":
+                client.rollback(args.role)
+                return client.policies
+    raise AssertionError(args.command)  # argparse only lets known commands through
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        result = _run(args)
+    except (MemsdkError, OSError) as exc:
+        print(f"memsdk: error: {exc}", file=sys.stderr)
+        return 2
+    json.dump(_dump(result), sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

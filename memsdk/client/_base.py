@@ -1,0 +1,314 @@
+"""The logic both clients share, with no I/O of its own (httpx's BaseClient pattern).
+
+`MemoryClient` and `AsyncMemoryClient` add only the I/O: how an effect of the pipeline is
+run (a blocking call, or an await) and how the client is closed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
+from typing import IO, Any, Iterator
+
+import numpy as np
+from pydantic import ValidationError
+
+from memsdk.bank import MemoryBank, as_memory_id, as_scope
+from memsdk.client.pipeline import ActivePolicies, AnswerOutcome, Apply, IngestOutcome, Search
+from memsdk.client.policies import PolicySet, Switch
+from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo
+from memsdk.config import ClientConfig
+from memsdk.embedding.base import Embedder
+from memsdk.errors import ClientClosed, InvalidInput, PolicyError
+from memsdk.interactions import InteractionLog, Redactor, Trajectory
+from memsdk.registry import PolicyRegistry
+from memsdk.types import API_ACTOR, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Turn
+
+__all__ = ["BaseClient", "TimedEmbedder", "Timings"]
+
+ScopeLike = Scope | dict[str, Any]
+TurnLike = Turn | dict[str, Any]
+
+
+class TimedEmbedder:
+    """Wraps an embedder and keeps, per thread, the seconds spent embedding.
+
+    The client subtracts it from the store and retrieval stages, so a latency breakdown
+    says how much of a call was the embedding model and how much the store.
+    """
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self._local = threading.local()
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def elapsed(self) -> float:
+        return getattr(self._local, "elapsed", 0.0)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        start = time.perf_counter()
+        try:
+            return self.inner.embed(texts)
+        finally:
+            self._local.elapsed = self.elapsed + time.perf_counter() - start
+
+
+class Timings(dict[str, float]):
+    def add(self, stage: str, seconds: float) -> None:
+        self[stage] = self.get(stage, 0.0) + seconds
+
+
+class BaseClient:
+    _backend: Any
+
+    def __init__(
+        self,
+        config: ClientConfig | None = None,
+        *,
+        backend: Any = None,
+        embedder: Embedder | None = None,
+        bank: MemoryBank | None = None,
+        redact: Redactor | None = None,
+        **overrides: Any,
+    ) -> None:
+        """``MemoryClient()`` is the embedded default; keyword overrides (``qdrant_url=``,
+        ``llm_base_url=``, ``model=``, ``data_dir=``, ...) build a `ClientConfig` on top of
+        the environment (``MEMSDK_*``). ``backend``/``embedder``/``bank`` inject parts."""
+        if config is not None and overrides:
+            raise InvalidInput("config", "pass either a ClientConfig or keyword settings, not both")
+        try:
+            self.config = config or ClientConfig.from_env(**overrides)
+        except ValidationError as exc:
+            raise InvalidInput.from_pydantic(exc, "config") from None
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self._closed = False
+        self._context: dict[str, deque[Turn]] = {}
+        if bank is None:
+            from memsdk.embedding.minilm import SentenceTransformerEmbedder
+            from memsdk.store import open_transport
+
+            self._embedder = TimedEmbedder(embedder or SentenceTransformerEmbedder(threads=self.config.embedder_threads))
+            location = self.config.qdrant_url or self.config.data_dir / "store"
+            self.bank = MemoryBank(open_transport(location, dim=self._embedder.dim, api_key=self.config.qdrant_api_key), self._embedder)
+        else:
+            self._embedder = TimedEmbedder(bank.embedder)
+            bank.embedder = self._embedder
+            self.bank = bank
+        try:
+            self.log = InteractionLog(self.config.data_dir / "interactions.sqlite3", redact=redact) if self.config.log_interactions else None
+            self._backend = backend if backend is not None else (None if self.config.policies == "heuristic" else self._default_backend())
+            self._policies = PolicySet(self._backend, self.config, PolicyRegistry(self.config.checkpoints), self.config.data_dir / "active_policies.json")
+        except BaseException:
+            self.bank.close()
+            raise
+
+    def _default_backend(self) -> Any:  # pragma: no cover - each twin overrides
+        raise NotImplementedError
+
+    # -- no-I/O helpers shared by the twins ---------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosed("this client is closed; create a new one")
+
+    def _as_turns(self, turns: TurnLike | Iterable[TurnLike]) -> list[Turn]:
+        items = [turns] if isinstance(turns, (Turn, dict)) else list(turns)
+        if not items:
+            raise InvalidInput("turns", "no turns given")
+        out = []
+        for i, item in enumerate(items):
+            field = "turn" if len(items) == 1 else f"turns[{i}]"
+            try:
+                turn = item if isinstance(item, Turn) else Turn.model_validate(item)
+            except ValidationError as exc:
+                raise InvalidInput.from_pydantic(exc, field) from None
+            if len(turn.text) > self.config.max_turn_chars:
+                raise InvalidInput(f"{field}.text", f"is {len(turn.text)} characters, the limit is {self.config.max_turn_chars}")
+            out.append(turn)
+        return out
+
+    @staticmethod
+    def _as_scopes(scope: ScopeLike | Sequence[ScopeLike]) -> list[Scope]:
+        if isinstance(scope, (list, tuple)):
+            if not scope:
+                raise InvalidInput("scope", "an empty list of scopes")
+            return [as_scope(s, f"scope[{i}]") for i, s in enumerate(scope)]
+        return [as_scope(scope)]  # type: ignore[arg-type]
+
+    def _context_for(self, scope: Scope) -> deque[Turn]:
+        """Recent turns of the same conversation: scopes that share a ``run_id`` (one per
+        speaker, say) share the context the extractor sees."""
+        key = scope.run_id or scope.key
+        return self._context.setdefault(key, deque(maxlen=max(1, self.config.context_turns)))
+
+    @staticmethod
+    def _scope_resolver(scope: ScopeLike | Callable[[Turn], ScopeLike]) -> Callable[[Turn], Scope]:
+        if callable(scope):
+            return lambda turn: as_scope(scope(turn))  # type: ignore[operator]
+        fixed = as_scope(scope)
+        return lambda turn: fixed
+
+    @contextmanager
+    def _stage(self, timings: Timings, stage: str) -> Iterator[None]:
+        """Time a stage; embedding done inside it is booked to 'embedding' instead."""
+        start, embedded = time.perf_counter(), self._embedder.elapsed
+        try:
+            yield
+        finally:
+            embed = self._embedder.elapsed - embedded
+            timings.add("embedding", embed)
+            timings.add(stage, time.perf_counter() - start - embed)
+
+    def _search(self, effect: Search, timings: Timings) -> list[ScoredMemory]:
+        with self._stage(timings, "retrieval"):
+            vector = self._embedder.embed([effect.query[:2000]])[0]
+            hits: list[ScoredMemory] = []
+            for scope in effect.scopes:
+                hits += self.bank.search_vector(scope, vector, limit=effect.limit_each)
+        return hits
+
+    def _apply(self, effect: Apply, timings: Timings) -> Any:
+        with self._stage(timings, "store"):
+            return self.bank.apply(effect.scope, effect.ops, actor=effect.actor)
+
+    def _record(self, trajectory: Trajectory, timings: Timings) -> Trajectory:
+        if self.log is None:
+            return trajectory
+        start = time.perf_counter()
+        stored = self.log.append(trajectory)
+        timings.add("log", time.perf_counter() - start)
+        return stored
+
+    def _ingest_result(self, turn: Turn, context: Sequence[Turn], scope: Scope, active: ActivePolicies, outcome: IngestOutcome, started: float, timings: Timings) -> IngestResult:
+        latency = time.perf_counter() - started
+        trajectory = self._record(
+            Trajectory(
+                kind="ingest",
+                scope=scope,
+                input={"turn": turn.model_dump(mode="json"), "context": [t.model_dump(mode="json") for t in context]},
+                calls=[c.to_dict() for c in outcome.calls],
+                ops=outcome.ops,
+                output={"facts": outcome.facts, "failures": outcome.failures, "fallback": outcome.fallback},
+                policy_versions=active.versions,
+                latency_s=latency,
+            ),
+            timings,
+        )
+        return IngestResult(
+            trajectory_id=trajectory.id,
+            facts=outcome.facts,
+            ops=outcome.ops,
+            policy_versions=active.versions,
+            failures=outcome.failures,
+            fallback=outcome.fallback,
+            latency_s=time.perf_counter() - started,
+            prompt_tokens=sum(c.prompt_tokens for c in outcome.calls),
+            completion_tokens=sum(c.completion_tokens for c in outcome.calls),
+            timings=dict(timings),
+        )
+
+    def _answer_result(self, question: str, scopes: list[Scope], active: ActivePolicies, outcome: AnswerOutcome, started: float, timings: Timings) -> AnswerResult:
+        a = outcome.answer
+        trajectory = self._record(
+            Trajectory(
+                kind="answer",
+                scope=scopes[0],
+                input={"question": question, "scopes": [s.model_dump(mode="json") for s in scopes], "shown": [str(h.record.id) for h in outcome.shown]},
+                calls=[c.to_dict() for c in a.calls],
+                output={"answer": a.text, "evidence": [str(r.id) for r in a.evidence], "fallback": a.fallback},
+                policy_versions=active.versions,
+                latency_s=time.perf_counter() - started,
+            ),
+            timings,
+        )
+        return AnswerResult(
+            answer_id=trajectory.id,
+            text=a.text,
+            evidence=a.evidence,
+            retrieved=len(outcome.shown),
+            policy_versions=active.versions,
+            fallback=a.fallback,
+            latency_s=time.perf_counter() - started,
+            prompt_tokens=sum(c.prompt_tokens for c in a.calls),
+            completion_tokens=sum(c.completion_tokens for c in a.calls),
+            timings=dict(timings),
+        )
+
+    @staticmethod
+    def _check_question(question: str) -> str:
+        if not isinstance(question, str) or not question.strip():
+            raise InvalidInput("question", "must be a non-empty string")
+        if len(question) > 2000:
+            raise InvalidInput("question", f"is {len(question)} characters, the limit is 2000")
+        return question
+
+    # -- direct memory access (blocking; the async twin runs these in a thread) ------------------
+
+    def _add(self, text: str, scope: ScopeLike, metadata: dict[str, Any] | None) -> MemoryRecord:
+        op = self._op(lambda: Op.add(text, metadata=metadata or {}))
+        return self.bank.apply(scope, [op], actor=API_ACTOR).records[0]
+
+    def _update(self, memory_id: uuid.UUID | str, text: str, scope: ScopeLike) -> MemoryRecord:
+        op = self._op(lambda: Op.update(as_memory_id(memory_id), text))
+        return self.bank.apply(scope, [op], actor=API_ACTOR).records[0]
+
+    def _delete(self, memory_id: uuid.UUID | str, scope: ScopeLike) -> MemoryRecord:
+        return self.bank.apply(scope, [Op.delete(as_memory_id(memory_id))], actor=API_ACTOR).records[0]
+
+    @staticmethod
+    def _op(make: Any) -> Op:
+        try:
+            return make()
+        except ValidationError as exc:
+            raise InvalidInput.from_pydantic(exc) from None
+
+    def _erase(self, scope: ScopeLike) -> int:
+        scope = as_scope(scope)
+        n = self.bank.delete_all(scope)
+        if self.log is not None:
+            self.log.erase(scope)
+        self._context.pop(scope.run_id or scope.key, None)
+        return n
+
+    def _feedback(self, answer_id: uuid.UUID | str, correct: bool | None, gold: str | None) -> None:
+        if self.log is None:
+            raise PolicyError("feedback needs the interaction log, which is turned off (log_interactions=False)")
+        self.log.add_feedback(answer_id, correct=correct, gold=gold)
+
+    def _history(self, scope: ScopeLike, memory_id: uuid.UUID | str | None) -> list[HistoryEvent]:
+        return self.bank.history(scope, memory_id)
+
+    def _export(self, scope: ScopeLike, dest: str | os.PathLike[str] | IO[str]) -> int:
+        return self.bank.export(scope, dest)
+
+    def _import(self, src: str | os.PathLike[str] | IO[str], scope: ScopeLike | None) -> int:
+        return self.bank.import_(src, scope=scope)
+
+    # -- policies ---------------------------------------------------------------------------
+
+    @property
+    def policies(self) -> dict[str, PolicyInfo]:
+        """The version each role runs now (``"base"``: the base model, no adapter)."""
+        return self._policies.info()
+
+    @property
+    def policy_stats(self) -> dict[str, dict[str, int]]:
+        """Failure counters per role: parse failures, repairs, re-asks, rejected ops, fallbacks."""
+        return self._policies.stats()
+
+    def _switch_failed(self, switch: Switch, exc: Exception) -> PolicyError:
+        current = self._policies.info()[switch.role].version
+        return PolicyError(f"could not load {switch.role} {switch.version!r} ({exc}); {switch.role} stays on {current!r}")

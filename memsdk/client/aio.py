@@ -1,0 +1,231 @@
+"""AsyncMemoryClient: the same methods as `MemoryClient`, awaited.
+
+LLM calls go through the async backends (an httpx.AsyncClient for vLLM; a worker thread
+for the in-process model); store calls run in worker threads. Independent scopes can be
+ingested concurrently with ``asyncio.gather``; calls on the same scope are serialised by
+the bank's write lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import IO, Any
+
+from tqdm import tqdm
+
+from memsdk.client._base import BaseClient, ScopeLike, Timings, TurnLike
+from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Effect, Extract, Search, answer_steps, ingest_steps
+from memsdk.client.results import AnswerResult, IngestResult
+from memsdk.errors import Conflict, MemsdkError
+from memsdk.registry import ROLES
+from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Turn
+
+__all__ = ["AsyncMemoryClient"]
+
+log = logging.getLogger("memsdk.client")
+
+
+class AsyncMemoryClient(BaseClient):
+    """The async twin of `MemoryClient`. Create it, then ``await client.start()`` (or use
+    ``async with``) so saved policy versions are loaded before the first call."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._watcher: asyncio.Task[None] | None = None
+
+    def _default_backend(self) -> Any:
+        if self.config.llm_base_url:
+            from memsdk.llm import AsyncOpenAICompatibleBackend, Timeout
+
+            return AsyncOpenAICompatibleBackend(self.config.llm_base_url, model=self.config.model, api_key=self.config.llm_api_key, timeout=Timeout.of(self.config.llm_timeout_s))
+        from memsdk.llm import AsyncTransformersBackend, TransformersBackend
+
+        return AsyncTransformersBackend(TransformersBackend(served_model_name=self.config.model, num_threads=1))
+
+    async def start(self) -> AsyncMemoryClient:
+        for role, version in self._policies.saved_versions().items():
+            try:
+                switch = self._policies.plan(role, version)
+                await self._load(switch)
+                self._policies.commit(switch)
+            except MemsdkError as exc:
+                log.warning("could not restore %s %s at start, using base: %s", role, version, exc)
+        return self
+
+    # -- running the pipeline ------------------------------------------------------------------
+
+    async def _handle(self, effect: Effect, timings: Timings) -> Any:
+        if isinstance(effect, Search):
+            return await asyncio.to_thread(self._search, effect, timings)
+        if isinstance(effect, Apply):
+            return await asyncio.to_thread(self._apply, effect, timings)
+        with self._stage(timings, "llm"):
+            if isinstance(effect, Extract):
+                return await effect.policy.aextract(effect.turn, effect.context)
+            if isinstance(effect, Decide):
+                return await effect.policy.adecide(effect.facts, effect.related, source_turn_ids=effect.turn_ids)
+            if isinstance(effect, AnswerQuestion):
+                return await effect.policy.aanswer(effect.question, effect.memories)
+        raise TypeError(f"unknown effect {effect!r}")
+
+    async def _run(self, steps: Generator[Effect, Any, Any], timings: Timings) -> Any:
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = steps.throw(error) if error is not None else steps.send(result)
+            except StopIteration as done:
+                return done.value
+            result, error = None, None
+            try:
+                result = await self._handle(effect, timings)
+            except MemsdkError as exc:
+                error = exc
+
+    # -- the two calls apps make on every turn ------------------------------------------------------
+
+    async def ingest(self, turns: TurnLike | Iterable[TurnLike], *, scope: ScopeLike | Callable[[Turn], ScopeLike], progress: bool | None = None) -> IngestResult | list[IngestResult]:
+        self._check_open()
+        single = isinstance(turns, (Turn, dict))
+        items = self._as_turns(turns)
+        scope_of = self._scope_resolver(scope)
+        results = []
+        for turn in tqdm(items, desc="ingest", unit="turn", disable=not (progress if progress is not None else len(items) > 1)):
+            results.append(await self._ingest_one(turn, scope_of(turn)))
+        return results[0] if single else results
+
+    async def _ingest_one(self, turn: Any, scope: Any) -> IngestResult:
+        started, timings = time.perf_counter(), Timings()
+        context = self._context_for(scope)
+        seen = list(context)
+        active = self._policies.active()
+        outcome = await self._run(ingest_steps(turn, seen, scope, active, self.config.related_k), timings)
+        context.append(turn)
+        return await asyncio.to_thread(self._ingest_result, turn, seen, scope, active, outcome, started, timings)
+
+    async def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:
+        self._check_open()
+        question = self._check_question(question)
+        scopes = self._as_scopes(scope)
+        started, timings = time.perf_counter(), Timings()
+        active = self._policies.active()
+        outcome = await self._run(answer_steps(question, scopes, active, self.config.answer_k), timings)
+        return await asyncio.to_thread(self._answer_result, question, scopes, active, outcome, started, timings)
+
+    async def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
+        self._check_open()
+        await asyncio.to_thread(self._feedback, answer_id, correct, gold)
+
+    # -- direct memory access ------------------------------------------------------------------
+
+    async def search(self, query: str, *, scope: ScopeLike, limit: int = 10) -> list[ScoredMemory]:
+        self._check_open()
+        return await asyncio.to_thread(self.bank.search, scope, query, limit=limit)
+
+    async def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
+        self._check_open()
+        return await asyncio.to_thread(self.bank.get, scope, memory_id)
+
+    async def list(self, *, scope: ScopeLike, include_deleted: bool = False, limit: int | None = None, offset: int = 0) -> list[MemoryRecord]:
+        self._check_open()
+        return await asyncio.to_thread(self.bank.list, scope, include_deleted=include_deleted, limit=limit, offset=offset)
+
+    async def add(self, text: str, *, scope: ScopeLike, metadata: dict[str, Any] | None = None) -> MemoryRecord:
+        self._check_open()
+        return await asyncio.to_thread(self._add, text, scope, metadata)
+
+    async def update(self, memory_id: uuid.UUID | str, text: str, *, scope: ScopeLike) -> MemoryRecord:
+        self._check_open()
+        return await asyncio.to_thread(self._update, memory_id, text, scope)
+
+    async def delete(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
+        self._check_open()
+        return await asyncio.to_thread(self._delete, memory_id, scope)
+
+    async def restore(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
+        self._check_open()
+        return await asyncio.to_thread(self.bank.restore, scope, memory_id)
+
+    async def history(self, memory_id: uuid.UUID | str | None = None, *, scope: ScopeLike) -> list[HistoryEvent]:
+        self._check_open()
+        return await asyncio.to_thread(self._history, scope, memory_id)
+
+    async def erase(self, *, scope: ScopeLike) -> int:
+        self._check_open()
+        return await asyncio.to_thread(self._erase, scope)
+
+    async def export(self, dest: str | os.PathLike[str] | IO[str], *, scope: ScopeLike) -> int:
+        self._check_open()
+        return await asyncio.to_thread(self._export, scope, dest)
+
+    async def import_(self, src: str | os.PathLike[str] | IO[str], *, scope: ScopeLike | None = None) -> int:
+        self._check_open()
+        return await asyncio.to_thread(self._import, src, scope)
+
+    # -- policy versions ---------------------------------------------------------------------
+
+    async def use_policy(self, role: str, version: str) -> None:
+        self._check_open()
+        switch = self._policies.plan(role, version)
+        await self._load(switch)
+        self._policies.commit(switch)
+
+    async def rollback(self, role: str) -> None:
+        self._check_open()
+        switch = self._policies.plan_rollback(role)
+        await self._load(switch)
+        self._policies.commit(switch, rollback=True)
+
+    async def _load(self, switch: Any) -> None:
+        if switch.adapter_name is None:
+            return
+        try:
+            await self._backend.load_lora_adapter(switch.adapter_name, str(switch.adapter_path))
+        except Conflict:
+            pass
+        except Exception as exc:
+            raise self._switch_failed(switch, exc) from exc
+
+    def watch_policies(self, interval_s: float = 10.0) -> None:
+        self._check_open()
+        if self._watcher is None:
+            self._watcher = asyncio.get_running_loop().create_task(self._watch(interval_s))
+
+    async def _watch(self, interval_s: float) -> None:
+        failed: set[tuple[str, str]] = set()
+        while not self._closed:
+            await asyncio.sleep(interval_s)
+            for role in ROLES:
+                latest = self._policies.registry.latest(role, promotable_only=True)
+                if latest is None or latest.version == self.policies[role].version or (role, latest.version) in failed:
+                    continue
+                try:
+                    await self.use_policy(role, latest.version)
+                except MemsdkError as exc:
+                    failed.add((role, latest.version))
+                    log.warning("watcher could not promote %s %s: %s", role, latest.version, exc)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+        await asyncio.to_thread(self.bank.close)
+        if self.log is not None:
+            self.log.close()
+        if self._backend is not None and hasattr(self._backend, "aclose"):
+            await self._backend.aclose()
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,127 @@
+"""The ingest and answer pipelines, written once for the sync and the async client.
+
+Each pipeline is a generator that *yields effects* (extract, search, decide, apply,
+answer) and receives their results; it does no I/O itself. `MemoryClient` runs the
+effects with blocking calls, `AsyncMemoryClient` awaits them, so the two clients cannot
+drift apart. An effect that fails is thrown back into the generator, which decides
+whether the failure costs the turn (a dead store does) or only that fact (an op that
+conflicts with a concurrent change does not).
+
+The policies are captured once per call (`ActivePolicies`): a policy swapped in while a
+request is in flight takes effect from the next request on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memsdk.errors import Conflict, MemoryNotFound
+from memsdk.interactions.types import AppliedOp
+from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall
+from memsdk.types import Actor, Op, Scope, ScoredMemory, Turn
+
+__all__ = ["ActivePolicies", "Extract", "Search", "Decide", "Apply", "AnswerQuestion", "Effect", "IngestOutcome", "AnswerOutcome", "ingest_steps", "answer_steps"]
+
+
+@dataclass(frozen=True)
+class ActivePolicies:
+    extractor: Extractor
+    manager: Manager
+    answerer: Answerer
+    versions: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Extract:
+    policy: Extractor
+    turn: Turn
+    context: Sequence[Turn]
+
+
+@dataclass(frozen=True)
+class Search:
+    scopes: Sequence[Scope]
+    query: str
+    limit_each: int
+
+
+@dataclass(frozen=True)
+class Decide:
+    policy: Manager
+    facts: Sequence[str]
+    related: Sequence[ScoredMemory]
+    turn_ids: Sequence[str]
+
+
+@dataclass(frozen=True)
+class Apply:
+    scope: Scope
+    ops: Sequence[Op]
+    actor: Actor
+
+
+@dataclass(frozen=True)
+class AnswerQuestion:
+    policy: Answerer
+    question: str
+    memories: Sequence[ScoredMemory]
+
+
+Effect = Extract | Search | Decide | Apply | AnswerQuestion
+
+
+@dataclass
+class IngestOutcome:
+    facts: list[str] = field(default_factory=list)
+    ops: list[AppliedOp] = field(default_factory=list)
+    calls: list[PolicyCall] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    fallback: bool = False
+
+
+@dataclass
+class AnswerOutcome:
+    answer: Answer
+    shown: list[ScoredMemory]
+
+
+def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: ActivePolicies, related_k: int) -> Generator[Effect, Any, IngestOutcome]:
+    """Extractor -> per fact: related memories -> manager -> `MemoryBank.apply` (Memory-R1's loop)."""
+    out = IngestOutcome()
+    extraction: Extraction = yield Extract(policies.extractor, turn, context)
+    out.facts, out.fallback = extraction.facts, extraction.fallback
+    out.calls += extraction.calls
+    turn_ids = [turn.turn_id] if turn.turn_id else []
+    actor = Actor(role="manager", version=policies.versions["manager"])
+    for fact in extraction.facts:
+        related: list[ScoredMemory] = yield Search([scope], fact, related_k)
+        decision: Decision = yield Decide(policies.manager, [fact], related, turn_ids)
+        out.calls += decision.calls
+        out.failures += decision.rejected
+        out.fallback |= decision.fallback
+        if not decision.ops:
+            continue
+        try:
+            transition = yield Apply(scope, decision.ops, actor)
+        except (MemoryNotFound, Conflict) as exc:  # the memory changed under us: skip this fact, keep the turn
+            out.failures.append(f"ops for fact {fact!r} not applied: {exc}")
+            continue
+        out.ops += [
+            AppliedOp(
+                op=str(c.op), memory_id=None if c.after is None else c.after.id,
+                before=c.event.before if c.event else None, after=c.event.after if c.event else None,
+                version=None if c.after is None else c.after.version, changed=c.changed,
+            )
+            for c in transition.changes
+        ]
+    return out
+
+
+def answer_steps(question: str, scopes: Sequence[Scope], policies: ActivePolicies, answer_k: int) -> Generator[Effect, Any, AnswerOutcome]:
+    """Top ``answer_k / len(scopes)`` memories from each scope (per speaker), best first, then the answerer."""
+    hits: list[ScoredMemory] = yield Search(scopes, question, max(1, answer_k // len(scopes)))
+    shown = sorted(hits, key=lambda h: -h.score)
+    answer: Answer = yield AnswerQuestion(policies.answerer, question, shown)
+    return AnswerOutcome(answer, shown)

@@ -1,0 +1,51 @@
+"""What the client returns: typed results, one per public call."""
+
+from __future__ import annotations
+
+import uuid
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memsdk.interactions.types import AppliedOp
+from memsdk.types import MemoryRecord
+
+__all__ = ["IngestResult", "AnswerResult", "PolicyInfo"]
+
+
+class IngestResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    trajectory_id: uuid.UUID
+    facts: list[str]
+    ops: list[AppliedOp] = Field(description="The ops that reached the bank, with before/after text.")
+    policy_versions: dict[str, str]
+    failures: list[str] = Field(default_factory=list, description="Parse failures and rejected ops; none lost the turn.")
+    fallback: bool = Field(False, description="A heuristic stood in for an unavailable LLM.")
+    latency_s: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    timings: dict[str, float] = Field(default_factory=dict, description="Seconds by stage: embedding, retrieval, llm, store, log.")
+
+
+class AnswerResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    answer_id: uuid.UUID = Field(description="Pass to feedback() to attach a reward to this answer.")
+    text: str
+    evidence: list[MemoryRecord] = Field(description="The memories the answerer said it relied on.")
+    retrieved: int = Field(description="How many memories the answerer was shown.")
+    policy_versions: dict[str, str]
+    fallback: bool = False
+    latency_s: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    timings: dict[str, float] = Field(default_factory=dict)
+
+
+class PolicyInfo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    role: str
+    version: str
+    model: str = Field(description="The model or adapter name requests are routed to.")
+    previous: list[str] = Field(default_factory=list, description="Versions `rollback` returns to, most recent last.")

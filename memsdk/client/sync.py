@@ -1,0 +1,249 @@
+"""MemoryClient: the blocking client. Its async twin is `memsdk.client.aio.AsyncMemoryClient`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import IO, Any
+
+from tqdm import tqdm
+
+from memsdk.client._base import BaseClient, ScopeLike, Timings, TurnLike
+from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Effect, Extract, Search, answer_steps, ingest_steps
+from memsdk.client.results import AnswerResult, IngestResult
+from memsdk.errors import Conflict, MemsdkError
+from memsdk.registry import ROLES
+from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Turn
+
+__all__ = ["MemoryClient"]
+
+log = logging.getLogger("memsdk.client")
+
+
+class MemoryClient(BaseClient):
+    """Memory for one app process.
+
+        with MemoryClient() as client:                      # embedded: no server needed
+            client.ingest({"speaker": "Caroline", "text": "I adopted a dog named Buddy"}, scope={"user_id": "caroline"})
+            client.answer("What is Caroline's dog called?", scope={"user_id": "caroline"}).text
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._watcher: threading.Thread | None = None
+        self._stop_watching = threading.Event()
+        try:
+            self._restore_policies()
+        except BaseException:
+            self.close()
+            raise
+
+    def _default_backend(self) -> Any:
+        if self.config.llm_base_url:
+            from memsdk.llm import OpenAICompatibleBackend, Timeout
+
+            return OpenAICompatibleBackend(self.config.llm_base_url, model=self.config.model, api_key=self.config.llm_api_key, timeout=Timeout.of(self.config.llm_timeout_s))
+        from memsdk.llm import TransformersBackend
+
+        return TransformersBackend(served_model_name=self.config.model, num_threads=1)
+
+    # -- running the pipeline ------------------------------------------------------------------
+
+    def _handle(self, effect: Effect, timings: Timings) -> Any:
+        if isinstance(effect, Search):
+            return self._search(effect, timings)
+        if isinstance(effect, Apply):
+            return self._apply(effect, timings)
+        with self._stage(timings, "llm"):
+            if isinstance(effect, Extract):
+                return effect.policy.extract(effect.turn, effect.context)
+            if isinstance(effect, Decide):
+                return effect.policy.decide(effect.facts, effect.related, source_turn_ids=effect.turn_ids)
+            if isinstance(effect, AnswerQuestion):
+                return effect.policy.answer(effect.question, effect.memories)
+        raise TypeError(f"unknown effect {effect!r}")
+
+    def _run(self, steps: Generator[Effect, Any, Any], timings: Timings) -> Any:
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = steps.throw(error) if error is not None else steps.send(result)
+            except StopIteration as done:
+                return done.value
+            result, error = None, None
+            try:
+                result = self._handle(effect, timings)
+            except MemsdkError as exc:
+                error = exc
+
+    # -- the two calls apps make on every turn ------------------------------------------------------
+
+    def ingest(self, turns: TurnLike | Iterable[TurnLike], *, scope: ScopeLike | Callable[[Turn], ScopeLike], progress: bool | None = None) -> IngestResult | list[IngestResult]:
+        """Extract facts from each turn and let the manager apply ops to the scope's memory.
+
+        One turn gives one `IngestResult`; a list gives a list (with a progress bar when
+        there is more than one turn). ``scope`` may be a function of the turn, e.g.
+        ``lambda t: {"user_id": t.speaker, "run_id": "chat-42"}`` for one memory per
+        speaker. Each turn is recorded in the interaction log.
+        """
+        self._check_open()
+        single = isinstance(turns, (Turn, dict))
+        items = self._as_turns(turns)
+        scope_of = self._scope_resolver(scope)
+        results = [self._ingest_one(t, scope_of(t)) for t in tqdm(items, desc="ingest", unit="turn", disable=not (progress if progress is not None else len(items) > 1))]
+        return results[0] if single else results
+
+    def _ingest_one(self, turn: Any, scope: Any) -> IngestResult:
+        started, timings = time.perf_counter(), Timings()
+        context = self._context_for(scope)
+        seen = list(context)
+        active = self._policies.active()
+        outcome = self._run(ingest_steps(turn, seen, scope, active, self.config.related_k), timings)
+        context.append(turn)
+        return self._ingest_result(turn, seen, scope, active, outcome, started, timings)
+
+    def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:
+        """Answer from memory. With several scopes (e.g. both speakers of a conversation),
+        the answerer sees the top ``answer_k / len(scopes)`` memories of each."""
+        self._check_open()
+        question = self._check_question(question)
+        scopes = self._as_scopes(scope)
+        started, timings = time.perf_counter(), Timings()
+        active = self._policies.active()
+        outcome = self._run(answer_steps(question, scopes, active, self.config.answer_k), timings)
+        return self._answer_result(question, scopes, active, outcome, started, timings)
+
+    def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
+        """Attach a reward signal to a logged answer (the trainer reads it back)."""
+        self._check_open()
+        self._feedback(answer_id, correct, gold)
+
+    # -- direct memory access ------------------------------------------------------------------
+
+    def search(self, query: str, *, scope: ScopeLike, limit: int = 10) -> list[ScoredMemory]:
+        self._check_open()
+        return self.bank.search(scope, query, limit=limit)
+
+    def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
+        self._check_open()
+        return self.bank.get(scope, memory_id)
+
+    def list(self, *, scope: ScopeLike, include_deleted: bool = False, limit: int | None = None, offset: int = 0) -> list[MemoryRecord]:
+        self._check_open()
+        return self.bank.list(scope, include_deleted=include_deleted, limit=limit, offset=offset)
+
+    def add(self, text: str, *, scope: ScopeLike, metadata: dict[str, Any] | None = None) -> MemoryRecord:
+        self._check_open()
+        return self._add(text, scope, metadata)
+
+    def update(self, memory_id: uuid.UUID | str, text: str, *, scope: ScopeLike) -> MemoryRecord:
+        self._check_open()
+        return self._update(memory_id, text, scope)
+
+    def delete(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
+        """Soft delete: `restore` brings it back; `erase` removes a scope for good."""
+        self._check_open()
+        return self._delete(memory_id, scope)
+
+    def restore(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
+        self._check_open()
+        return self.bank.restore(scope, memory_id)
+
+    def history(self, memory_id: uuid.UUID | str | None = None, *, scope: ScopeLike) -> list[HistoryEvent]:
+        self._check_open()
+        return self._history(scope, memory_id)
+
+    def erase(self, *, scope: ScopeLike) -> int:
+        """GDPR erase: the scope's memories, history and logged interactions, gone from disk."""
+        self._check_open()
+        return self._erase(scope)
+
+    def export(self, dest: str | os.PathLike[str] | IO[str], *, scope: ScopeLike) -> int:
+        self._check_open()
+        return self._export(scope, dest)
+
+    def import_(self, src: str | os.PathLike[str] | IO[str], *, scope: ScopeLike | None = None) -> int:
+        self._check_open()
+        return self._import(src, scope)
+
+    # -- policy versions ---------------------------------------------------------------------
+
+    def use_policy(self, role: str, version: str) -> None:
+        """Switch ``role`` to a published checkpoint (or ``"base"``). On failure the old one stays."""
+        self._check_open()
+        switch = self._policies.plan(role, version)
+        self._load(switch)
+        self._policies.commit(switch)
+
+    def rollback(self, role: str) -> None:
+        """Go back to the version ``role`` ran before the last switch."""
+        self._check_open()
+        switch = self._policies.plan_rollback(role)
+        self._load(switch)
+        self._policies.commit(switch, rollback=True)
+
+    def _load(self, switch: Any) -> None:
+        if switch.adapter_name is None:
+            return
+        try:
+            self._backend.load_lora_adapter(switch.adapter_name, str(switch.adapter_path))
+        except Conflict:
+            pass  # already loaded under this name (a rollback, or a restart of the client only)
+        except Exception as exc:
+            raise self._switch_failed(switch, exc) from exc
+
+    def _restore_policies(self) -> None:
+        for role, version in self._policies.saved_versions().items():
+            try:
+                switch = self._policies.plan(role, version)
+                self._load(switch)
+                self._policies.commit(switch)
+            except MemsdkError as exc:
+                log.warning("could not restore %s %s at start, using base: %s", role, version, exc)
+
+    def watch_policies(self, interval_s: float = 10.0) -> None:
+        """Promote newly published checkpoints marked ``promote=True``, checking every ``interval_s``."""
+        self._check_open()
+        if self._watcher is not None:
+            return
+        self._watcher = threading.Thread(target=self._watch, args=(interval_s,), name="memsdk-policy-watch", daemon=True)
+        self._watcher.start()
+
+    def _watch(self, interval_s: float) -> None:
+        failed: set[tuple[str, str]] = set()
+        while not self._stop_watching.wait(interval_s):
+            for role in ROLES:
+                latest = self._policies.registry.latest(role, promotable_only=True)
+                if latest is None or latest.version == self.policies[role].version or (role, latest.version) in failed:
+                    continue
+                try:
+                    self.use_policy(role, latest.version)
+                except MemsdkError as exc:
+                    failed.add((role, latest.version))
+                    log.warning("watcher could not promote %s %s: %s", role, latest.version, exc)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stop_watching.set()
+        if self._watcher is not None:
+            self._watcher.join()
+        self.bank.close()
+        if self.log is not None:
+            self.log.close()
+        if self._backend is not None and hasattr(self._backend, "close"):
+            self._backend.close()
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,62 @@
+"""Client configuration: one typed object, defaults for the embedded setup, env overrides.
+
+    ClientConfig()                                   embedded: ~/.local/share/memsdk, SmolLM2 in-process
+    ClientConfig(qdrant_url="http://qdrant:6333",    production: a Qdrant server and a vLLM server
+                 llm_base_url="http://vllm:8000", model="smollm2")
+    ClientConfig.from_env()                          MEMSDK_DATA_DIR, MEMSDK_QDRANT_URL, MEMSDK_LLM_BASE_URL, ...
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ClientConfig", "default_data_dir"]
+
+
+def default_data_dir() -> Path:
+    if env := os.environ.get("MEMSDK_DATA_DIR"):
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "memsdk"
+
+
+class ClientConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    data_dir: Path = Field(default_factory=default_data_dir, description="Embedded store, interaction log and client state.")
+    qdrant_url: str | None = Field(None, description="A Qdrant server; None means the embedded engine under data_dir.")
+    qdrant_api_key: str | None = None
+    llm_base_url: str | None = Field(None, description="An OpenAI-compatible server (vLLM); None means SmolLM2 in-process.")
+    llm_api_key: str | None = None
+    model: str = Field("smollm2", description="Served base model name.")
+    policies: Literal["llm", "heuristic"] = Field("llm", description="'heuristic' runs without any LLM.")
+    fallback_to_heuristic: bool = Field(True, description="Use the heuristic policies while the LLM backend is down.")
+    checkpoint_dir: Path | None = Field(None, description="Published policy checkpoints; default data_dir/checkpoints.")
+    related_k: int = Field(5, ge=1, le=50, description="Related memories shown to the manager per fact.")
+    answer_k: int = Field(60, ge=1, le=200, description="Memories shown to the answerer, split evenly across scopes.")
+    max_turn_chars: int = Field(20_000, ge=1, description="Longer turns are rejected; the extractor sees the first 1,500.")
+    context_turns: int = Field(2, ge=0, le=20)
+    log_interactions: bool = Field(True, description="Record every ingest and answer for training.")
+    embedder_threads: int = Field(1, ge=1)
+    llm_timeout_s: float = Field(60.0, gt=0)
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.checkpoint_dir or self.data_dir / "checkpoints"
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> ClientConfig:
+        env = {
+            "data_dir": os.environ.get("MEMSDK_DATA_DIR"),
+            "qdrant_url": os.environ.get("MEMSDK_QDRANT_URL"),
+            "qdrant_api_key": os.environ.get("MEMSDK_QDRANT_API_KEY"),
+            "llm_base_url": os.environ.get("MEMSDK_LLM_BASE_URL"),
+            "llm_api_key": os.environ.get("MEMSDK_LLM_API_KEY"),
+            "model": os.environ.get("MEMSDK_MODEL"),
+            "policies": os.environ.get("MEMSDK_POLICIES"),
+        }
+        return cls.model_validate({**{k: v for k, v in env.items() if v}, **overrides})

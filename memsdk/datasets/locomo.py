@@ -1,0 +1,103 @@
+"""LoCoMo (snap-research/locomo, CC BY-NC 4.0) as typed conversations, sessions, turns and QA.
+
+The file is not shipped: `locomo_path` looks at ``$MEMSDK_LOCOMO``, then at
+``../shared/data/locomo10.json`` beside the repository. Splits follow Memory-R1/R2:
+conv-26 is train, conv-30 validation, the other eight test; category 5 (adversarial)
+is excluded from scoring unless asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from memsdk.types import Turn
+
+__all__ = ["LocomoQA", "LocomoSession", "LocomoConversation", "load_locomo", "locomo_path", "split_of", "SPLITS", "Split"]
+
+Split = Literal["train", "val", "test"]
+SPLITS: dict[str, Split] = {"conv-26": "train", "conv-30": "val"}
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+def split_of(sample_id: str) -> Split:
+    return SPLITS.get(sample_id, "test")
+
+
+@dataclass(frozen=True)
+class LocomoQA:
+    question: str
+    answer: str
+    evidence: tuple[str, ...]
+    category: int
+
+    @property
+    def category_name(self) -> str:
+        return CATEGORIES.get(self.category, str(self.category))
+
+
+@dataclass(frozen=True)
+class LocomoSession:
+    index: int
+    date_time: str
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True)
+class LocomoConversation:
+    sample_id: str
+    speakers: tuple[str, str]
+    sessions: tuple[LocomoSession, ...]
+    qa: tuple[LocomoQA, ...]
+
+    @property
+    def split(self) -> Split:
+        return split_of(self.sample_id)
+
+    def turns(self) -> list[Turn]:
+        return [t for s in self.sessions for t in s.turns]
+
+    def questions(self, *, include_adversarial: bool = False) -> list[LocomoQA]:
+        return [q for q in self.qa if include_adversarial or q.category != 5]
+
+
+def locomo_path() -> Path:
+    if env := os.environ.get("MEMSDK_LOCOMO"):
+        return Path(env)
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent.parent / "shared" / "data" / "locomo10.json"
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError("LoCoMo not found: set MEMSDK_LOCOMO to locomo10.json")
+
+
+def _turn(raw: dict, date_time: str) -> Turn:
+    text = raw.get("text") or ""
+    if raw.get("blip_caption"):  # shared photos: the caption is what a reader of the chat sees
+        text = f"{text} [shares a photo: {raw['blip_caption']}]".strip()
+    return Turn(speaker=raw["speaker"], text=text, timestamp=date_time, turn_id=raw["dia_id"])
+
+
+@lru_cache(maxsize=4)
+def load_locomo(path: str | None = None) -> tuple[LocomoConversation, ...]:
+    data = json.loads(Path(path or locomo_path()).read_text(encoding="utf-8"))
+    conversations = []
+    for sample in data:
+        conv = sample["conversation"]
+        numbers = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
+        sessions = tuple(
+            LocomoSession(n, conv.get(f"session_{n}_date_time", ""), tuple(_turn(t, conv.get(f"session_{n}_date_time", "")) for t in conv[f"session_{n}"] if (t.get("text") or t.get("blip_caption"))))
+            for n in numbers
+        )
+        qa = tuple(
+            LocomoQA(q["question"], str(q.get("answer", q.get("adversarial_answer", ""))), tuple(q.get("evidence", [])), int(q["category"]))
+            for q in sample["qa"]
+        )
+        conversations.append(LocomoConversation(sample["sample_id"], (conv["speaker_a"], conv["speaker_b"]), sessions, qa))
+    return tuple(conversations)

@@ -1,0 +1,102 @@
+"""Published policy checkpoints on disk: ``<checkpoint_dir>/<role>/<version>/``.
+
+Each version folder holds a peft LoRA adapter and a ``manifest.json``. The trainer
+publishes with `publish`, which builds the folder under a temporary name and renames it
+into place, so a client watching the directory never sees half a checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from memsdk.errors import InvalidInput, PolicyError
+from memsdk.types import utcnow
+
+__all__ = ["PolicyManifest", "PolicyRegistry", "ROLES", "BASE_VERSION"]
+
+ROLES = ("extractor", "manager", "answerer")
+#: the version name of "no adapter": the base model with the shipped prompts
+BASE_VERSION = "base"
+_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class PolicyManifest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: str
+    version: str
+    base_model: str
+    adapter_path: str = Field(".", description="Adapter folder, relative to the manifest's folder.")
+    created_at: datetime = Field(default_factory=utcnow)
+    training_data_hash: str | None = None
+    eval_metrics: dict[str, float] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+    promote: bool = Field(False, description="A watching client may switch to it without being asked.")
+
+    def adapter_dir(self, root: Path) -> Path:
+        return (root / self.role / self.version / self.adapter_path).resolve()
+
+
+def _check(role: str, version: str) -> None:
+    if role not in ROLES:
+        raise InvalidInput("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
+    if not _VERSION.match(version) or version == BASE_VERSION:
+        raise InvalidInput("version", f"{version!r} is not a valid checkpoint version name")
+
+
+class PolicyRegistry:
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def versions(self, role: str) -> list[PolicyManifest]:
+        """Published versions of a role, oldest first; unreadable folders are skipped."""
+        folder = self.root / role
+        found = []
+        for manifest in folder.glob("*/manifest.json") if folder.is_dir() else []:
+            if manifest.parent.name.startswith("."):
+                continue  # a publish in progress
+            try:
+                found.append(PolicyManifest.model_validate_json(manifest.read_text()))
+            except (ValidationError, OSError):
+                continue
+        return sorted(found, key=lambda m: m.created_at)
+
+    def get(self, role: str, version: str) -> PolicyManifest:
+        _check(role, version)
+        path = self.root / role / version / "manifest.json"
+        try:
+            return PolicyManifest.model_validate_json(path.read_text())
+        except FileNotFoundError:
+            raise PolicyError(f"no published {role} checkpoint {version!r} under {self.root}") from None
+        except ValidationError as exc:
+            raise PolicyError(f"the manifest of {role} {version!r} is invalid: {exc.errors()[0]['msg']}") from None
+
+    def latest(self, role: str, *, promotable_only: bool = False) -> PolicyManifest | None:
+        candidates = [m for m in self.versions(role) if m.promote or not promotable_only]
+        return candidates[-1] if candidates else None
+
+    def adapter_dir(self, manifest: PolicyManifest) -> Path:
+        return manifest.adapter_dir(self.root)
+
+    def publish(self, adapter_dir: str | os.PathLike[str], manifest: PolicyManifest) -> PolicyManifest:
+        """Copy an adapter folder in as ``<role>/<version>`` with its manifest, atomically."""
+        _check(manifest.role, manifest.version)
+        source = Path(adapter_dir)
+        if not (source / "adapter_config.json").exists():
+            raise InvalidInput("adapter_dir", f"{source} is not a peft adapter folder (no adapter_config.json)")
+        final = self.root / manifest.role / manifest.version
+        if final.exists():
+            raise InvalidInput("version", f"{manifest.role} {manifest.version!r} is already published")
+        tmp = final.with_name(f".{manifest.version}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(source, tmp)
+        (tmp / "manifest.json").write_text(manifest.model_dump_json(indent=2))
+        os.rename(tmp, final)
+        return manifest
