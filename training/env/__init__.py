@@ -1,0 +1,41 @@
+"""The memory environment: states, rollouts and rewards over the runtime's own bank and policies.
+
+state        MemoryState (snapshot, new facts, linked QA) and the history replay check
+judge        the frozen answerer over a bank -> per-question EM / F1, QA subsets per group
+manager_env  Memory-R1: parse a manager output, MemoryBank.apply on a fork, reward; GRPO groups
+episodes     Memory-R2: chunked sessions, extractor + manager on one backbone, session rewards,
+             re-rolls from anchor states at the training temperature
+"""
+
+from .episodes import Episode, EpisodeConfig, EpisodeRollout, EpisodeRunner, Session, SessionOutcome, chunks, sample_episode_qa, word_count
+from .judge import Metric, QAOutcome, answer_questions, mean_score, sample_qa
+from .manager_env import EnvConfig, Group, ManagerEnv, Observation, Rollout, StepResult, apply_ops, retrieve_related
+from .state import MemoryState, QAItem, history_violations
+
+__all__ = [
+    "EnvConfig",
+    "Episode",
+    "EpisodeConfig",
+    "EpisodeRollout",
+    "EpisodeRunner",
+    "Group",
+    "ManagerEnv",
+    "MemoryState",
+    "Metric",
+    "Observation",
+    "QAItem",
+    "QAOutcome",
+    "Rollout",
+    "Session",
+    "SessionOutcome",
+    "StepResult",
+    "answer_questions",
+    "apply_ops",
+    "chunks",
+    "history_violations",
+    "mean_score",
+    "retrieve_related",
+    "sample_episode_qa",
+    "sample_qa",
+    "word_count",
+]
