@@ -5,10 +5,12 @@ judge        the frozen answerer over a bank -> per-question EM / F1, QA subsets
 manager_env  Memory-R1: parse a manager output, MemoryBank.apply on a fork, reward; GRPO groups
 episodes     Memory-R2: chunked sessions, extractor + manager on one backbone, session rewards,
              re-rolls from anchor states at the training temperature
+locomo       LoCoMo per-turn states and session episodes, split_of (conv-26 / conv-30 / rest)
 """
 
 from .episodes import Episode, EpisodeConfig, EpisodeRollout, EpisodeRunner, Session, SessionOutcome, chunks, sample_episode_qa, word_count
 from .judge import Metric, QAOutcome, answer_questions, mean_score, sample_qa
+from .locomo import Split, conversation, locomo_episode, locomo_path, locomo_qa, locomo_sessions, locomo_states, sample_ids, session_date, split_of
 from .manager_env import EnvConfig, Group, ManagerEnv, Observation, Rollout, StepResult, apply_ops, retrieve_related
 from .state import MemoryState, QAItem, history_violations
 
@@ -28,14 +30,24 @@ __all__ = [
     "Rollout",
     "Session",
     "SessionOutcome",
+    "Split",
     "StepResult",
     "answer_questions",
     "apply_ops",
     "chunks",
+    "conversation",
     "history_violations",
+    "locomo_episode",
+    "locomo_path",
+    "locomo_qa",
+    "locomo_sessions",
+    "locomo_states",
     "mean_score",
     "retrieve_related",
     "sample_episode_qa",
+    "sample_ids",
     "sample_qa",
+    "session_date",
+    "split_of",
     "word_count",
 ]
