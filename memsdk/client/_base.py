@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from datetime import timedelta
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from typing import IO, Any, Iterator
@@ -27,7 +28,7 @@ from memsdk.embedding.base import Embedder
 from memsdk.errors import ClientClosed, InvalidInput, PolicyError
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import PolicyRegistry
-from memsdk.types import API_ACTOR, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Turn
+from memsdk.types import API_ACTOR, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Turn, utcnow
 
 __all__ = ["BaseClient", "TimedEmbedder", "Timings"]
 
@@ -204,6 +205,7 @@ class BaseClient:
                 output={"facts": outcome.facts, "failures": outcome.failures, "fallback": outcome.fallback},
                 policy_versions=active.versions,
                 latency_s=latency,
+                started_at=utcnow() - timedelta(seconds=latency),
             ),
             timings,
         )

@@ -56,5 +56,6 @@ class Trajectory(BaseModel):
     output: dict[str, Any] = Field(default_factory=dict)
     policy_versions: dict[str, str] = Field(default_factory=dict)
     latency_s: float = 0.0
+    started_at: datetime | None = Field(None, description="When the call began: the bank before it is its state.")
     created_at: datetime = Field(default_factory=utcnow)
     feedback: list[Feedback] = Field(default_factory=list)

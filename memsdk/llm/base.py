@@ -6,7 +6,9 @@ Every backend (OpenAI-compatible HTTP, in-process transformers, test fakes) impl
     backend.chat([{"role": "user", "content": "hi"}], params=SamplingParams(max_tokens=16))
     -> Completion(model="smollm2", choices=[Choice(text=..., token_ids=[...], logprobs=[...])], ...)
 
-``model=None`` means the backend's default model; any other name selects a served model or
+A final ``assistant`` message is a *response prefix*: the reply continues it (and its text
+does not repeat it). Policies use it to start a small model's reply inside the JSON they
+expect. ``model=None`` means the backend's default model; any other name selects a served model or
 a LoRA adapter loaded under that name (vLLM routes by ``model``; the in-process backend
 mirrors it). ``schema`` is a JSON schema for constrained decoding; a backend whose
 ``supports_schema`` is False raises ``InvalidInput("schema", ...)`` instead of ignoring it.

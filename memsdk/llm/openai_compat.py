@@ -238,6 +238,10 @@ class _BaseOpenAIBackend:
             raise InvalidInput("messages", "at least one message is required")
         body = self._sampling_body(params, model, schema)
         body["messages"] = [dict(m) for m in messages]
+        if messages[-1].get("role") == "assistant":  # a response prefix to continue
+            if not self._vllm:
+                raise InvalidInput("messages", "continuing a final assistant message needs vllm_extensions=True")
+            body.update(continue_final_message=True, add_generation_prompt=False)
         if params.logprobs:
             body["logprobs"] = True
             body["top_logprobs"] = 0

@@ -181,11 +181,21 @@ class TransformersBackend:
         for i, messages in enumerate(conversations):
             if not messages:
                 raise InvalidInput(f"conversations[{i}]", "at least one message is required")
-        prompts = [
-            self._tokenizer.apply_chat_template([dict(m) for m in msgs], tokenize=False, add_generation_prompt=True)
-            for msgs in conversations
-        ]
+        prompts = [self.render(msgs) for msgs in conversations]
         return self.complete_batch(prompts, params=params, model=model, schema=schema)
+
+    def render(self, messages: Sequence[Message]) -> str:
+        """The exact prompt text generation starts from (trainers score logprobs against it).
+
+        A final assistant message is a response prefix: the reply continues it, as with
+        vLLM's ``continue_final_message``.
+        """
+        self.load()
+        msgs = [dict(m) for m in messages]
+        if msgs and msgs[-1]["role"] == "assistant":
+            head = self._tokenizer.apply_chat_template(msgs[:-1], tokenize=False, add_generation_prompt=True)
+            return head + msgs[-1]["content"]
+        return self._tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
 
     def complete_batch(
         self, prompts: Sequence[str], *, params: SamplingParams, model: str | None = None, schema: dict[str, Any] | None = None

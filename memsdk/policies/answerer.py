@@ -65,7 +65,7 @@ class LLMAnswerer:
         return self.caller.stats
 
     @staticmethod
-    def _values(question: str, memories: Sequence[ScoredMemory]) -> dict[str, str]:
+    def prompt_values(question: str, memories: Sequence[ScoredMemory]) -> dict[str, str]:
         return {"question": question[:MAX_QUESTION_CHARS], "memories": render_memories(memories)}
 
     def _finish(self, value: AnswerOut | None, call: PolicyCall, memories: Sequence[ScoredMemory]) -> Answer:
@@ -82,12 +82,12 @@ class LLMAnswerer:
 
     def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
         def primary() -> Answer:
-            return self._finish(*self.caller.call(self.backend, **self._values(question, memories)), memories)  # type: ignore[arg-type]
+            return self._finish(*self.caller.call(self.backend, **self.prompt_values(question, memories)), memories)  # type: ignore[arg-type]
 
         return fall_back(self, primary, lambda: self.fallback.answer(question, memories))  # type: ignore[union-attr]
 
     async def aanswer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
         async def primary() -> Answer:
-            return self._finish(*await self.caller.acall(self.backend, **self._values(question, memories)), memories)  # type: ignore[arg-type]
+            return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(question, memories)), memories)  # type: ignore[arg-type]
 
         return await afall_back(self, primary, lambda: self.fallback.aanswer(question, memories))  # type: ignore[union-attr]

@@ -20,17 +20,33 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from memsdk.errors import PolicyError, PolicyUnavailable
-from memsdk.llm.base import AsyncLLMBackend, Completion, LLMBackend, SamplingParams
+from memsdk.llm.base import AsyncLLMBackend, Choice, Completion, LLMBackend, SamplingParams
 from memsdk.policies.parsing import Parsed, parse
 from memsdk.policies.prompts import PromptTemplate
 from memsdk.policies.schemas import json_schema
 
-__all__ = ["PolicyConfig", "PolicyCall", "PolicyStats", "LLMCaller", "fall_back", "afall_back"]
+__all__ = ["Request", "PolicyConfig", "PolicyCall", "PolicyStats", "LLMCaller", "fall_back", "afall_back"]
 
 log = logging.getLogger("memsdk.policies")
 T = TypeVar("T", bound=BaseModel)
 
 REASK = "Your reply was not valid: {error}. Reply again with only the JSON object, nothing else."
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as a policy sends it: messages (ending in the response prefix, if any),
+    the prefix itself, and the call options."""
+
+    messages: list[dict[str, str]]
+    prefix: str
+    params: SamplingParams
+    model: str | None
+    schema: dict[str, Any] | None
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"params": self.params, "model": self.model, "schema": self.schema}
 
 
 @dataclass(frozen=True)
@@ -44,7 +60,7 @@ class PolicyConfig:
     """
 
     model: str | None = None
-    prompt_version: str = "v1"
+    prompt_version: str | None = None  # None: the role's default (prompts.DEFAULT_PROMPTS)
     params: SamplingParams | None = None
     constrained: bool = True
     reask: bool = True
@@ -102,13 +118,13 @@ class LLMCaller(Generic[T]):
     def _schema_for(self, backend: LLMBackend | AsyncLLMBackend) -> dict[str, Any] | None:
         return json_schema(self.schema) if self.constrained and backend.supports_schema else None
 
-    def _record(self, backend: Any, messages: list[dict[str, str]], completions: Sequence[Completion], parsed: Parsed[T], started: float) -> PolicyCall:
+    def _record(self, backend: Any, request: Request, completions: Sequence[Completion], parsed: Parsed[T], started: float) -> PolicyCall:
         last = completions[-1].choices[0]
         call = PolicyCall(
             role=self.prompt.role,
             policy_version=self.version(backend),
-            messages=messages,
-            raw_output=last.text,
+            messages=request.messages,
+            raw_output=(request.prefix if len(completions) == 1 else "") + last.text,
             parsed=None if parsed.value is None else parsed.value.model_dump(mode="json"),
             prompt_tokens=sum(c.prompt_tokens for c in completions),
             completion_tokens=sum(c.completion_tokens for c in completions),
@@ -129,31 +145,61 @@ class LLMCaller(Generic[T]):
             log.warning("%s: unparseable output (%s): %.200r", call.policy_version, call.failure, call.raw_output)
         return call
 
-    def _reask_messages(self, messages: list[dict[str, str]], raw: str, error: str | None) -> list[dict[str, str]]:
-        return [*messages, {"role": "assistant", "content": raw[:2000]}, {"role": "user", "content": REASK.format(error=error)}]
+    def prepare(self, backend: LLMBackend | AsyncLLMBackend, **values: str) -> Request:
+        """The request the policy sends for these prompt values.
+
+        Without constrained decoding a small model often answers in prose; starting its
+        reply with the prompt's ``response_prefix`` (e.g. ``{"facts": ["``) keeps it in JSON,
+        and the prompt's ``stop`` string ends it where the JSON ends. With a schema the
+        server enforces the format, and neither is sent. Trainers use the same request.
+        """
+        messages = self.prompt.render(**values)
+        schema = self._schema_for(backend)
+        if schema is not None:
+            return Request(messages, "", self.params, self.model, schema)
+        prefix, params = self.prompt.response_prefix, self.params
+        if prefix:
+            messages = [*messages, {"role": "assistant", "content": prefix}]
+        if self.prompt.stop and self.prompt.stop not in params.stop:
+            params = params.model_copy(update={"stop": (*params.stop, self.prompt.stop)})
+        return Request(messages, prefix, params, self.model, None)
+
+    def reply_text(self, request: Request, choice: Choice) -> str:
+        """The whole reply as the model meant it: prefix + generated text, and the stop
+        string put back when the reply ended on it and is valid JSON with it."""
+        text = request.prefix + choice.text
+        if self.prompt.stop and choice.finish_reason == "stop" and request.schema is None:
+            if parse(text + self.prompt.stop, self.schema, repair=False).ok:
+                return text + self.prompt.stop
+        return text
+
+    def _reask(self, request: Request, first: Choice, error: str | None) -> Request:
+        messages = request.messages[:-1] if request.prefix else request.messages  # show the whole first reply instead
+        messages = [*messages, {"role": "assistant", "content": self.reply_text(request, first)[:2000]}, {"role": "user", "content": REASK.format(error=error)}]
+        return Request(messages, "", request.params, request.model, request.schema)
 
     def call(self, backend: LLMBackend, **values: str) -> tuple[T | None, PolicyCall]:
         """Ask, parse, maybe re-ask once. Backend failures propagate as PolicyError."""
-        messages = self.prompt.render(**values)
+        request = self.prepare(backend, **values)
         started = time.perf_counter()
-        kw = dict(params=self.params, model=self.model, schema=self._schema_for(backend))
-        completions = [_checked(backend.chat(messages, **kw))]
-        parsed = parse(completions[0].text, self.schema)
+        completions = [_checked(backend.chat(request.messages, **request.options))]
+        parsed = parse(self.reply_text(request, completions[0].choices[0]), self.schema)
         if not parsed.ok and self.reask:
-            completions.append(_checked(backend.chat(self._reask_messages(messages, completions[0].text, parsed.error), **kw)))
-            parsed = parse(completions[-1].text, self.schema)
-        return parsed.value, self._record(backend, messages, completions, parsed, started)
+            again = self._reask(request, completions[0].choices[0], parsed.error)
+            completions.append(_checked(backend.chat(again.messages, **again.options)))
+            parsed = parse(self.reply_text(again, completions[-1].choices[0]), self.schema)
+        return parsed.value, self._record(backend, request, completions, parsed, started)
 
     async def acall(self, backend: AsyncLLMBackend, **values: str) -> tuple[T | None, PolicyCall]:
-        messages = self.prompt.render(**values)
+        request = self.prepare(backend, **values)
         started = time.perf_counter()
-        kw = dict(params=self.params, model=self.model, schema=self._schema_for(backend))
-        completions = [_checked(await backend.chat(messages, **kw))]
-        parsed = parse(completions[0].text, self.schema)
+        completions = [_checked(await backend.chat(request.messages, **request.options))]
+        parsed = parse(self.reply_text(request, completions[0].choices[0]), self.schema)
         if not parsed.ok and self.reask:
-            completions.append(_checked(await backend.chat(self._reask_messages(messages, completions[0].text, parsed.error), **kw)))
-            parsed = parse(completions[-1].text, self.schema)
-        return parsed.value, self._record(backend, messages, completions, parsed, started)
+            again = self._reask(request, completions[0].choices[0], parsed.error)
+            completions.append(_checked(await backend.chat(again.messages, **again.options)))
+            parsed = parse(self.reply_text(again, completions[-1].choices[0]), self.schema)
+        return parsed.value, self._record(backend, request, completions, parsed, started)
 
 
 def _checked(completion: Completion) -> Completion:

@@ -67,7 +67,7 @@ class LLMExtractor:
     def stats(self) -> PolicyStats:
         return self.caller.stats
 
-    def _values(self, turn: Turn, context: Sequence[Turn]) -> dict[str, str]:
+    def prompt_values(self, turn: Turn, context: Sequence[Turn]) -> dict[str, str]:
         recent = list(context)[-self.context_turns :] if self.context_turns else []
         return {
             "timestamp": str(turn.timestamp or "unknown"),
@@ -81,13 +81,13 @@ class LLMExtractor:
 
     def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
         def primary() -> Extraction:
-            return self._finish(*self.caller.call(self.backend, **self._values(turn, context)))  # type: ignore[arg-type]
+            return self._finish(*self.caller.call(self.backend, **self.prompt_values(turn, context)))  # type: ignore[arg-type]
 
         return fall_back(self, primary, lambda: self.fallback.extract(turn, context))  # type: ignore[union-attr]
 
     async def aextract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
         async def primary() -> Extraction:
-            return self._finish(*await self.caller.acall(self.backend, **self._values(turn, context)))  # type: ignore[arg-type]
+            return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(turn, context)))  # type: ignore[arg-type]
 
         return await afall_back(self, primary, lambda: self.fallback.aextract(turn, context))  # type: ignore[union-attr]
 
@@ -98,7 +98,7 @@ class ChunkExtractor(LLMExtractor):
     role = "r2_extractor"
     prompt_role = "r2_extractor"
 
-    def _values(self, turn: Turn, context: Sequence[Turn]) -> dict[str, str]:
+    def prompt_values(self, turn: Turn, context: Sequence[Turn]) -> dict[str, str]:
         # `context` is the chunk before `turn`; the whole chunk goes into one prompt
         chunk = [*context, turn]
         budget = MAX_TURN_CHARS * 2 // max(1, len(chunk))

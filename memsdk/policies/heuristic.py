@@ -23,6 +23,8 @@ from memsdk.types import Op, ScoredMemory, Turn
 __all__ = ["HeuristicExtractor", "HeuristicManager", "ExtractiveAnswerer"]
 
 _WORD = re.compile(r"[\w']+")
+#: the "Speaker (on date): " header the heuristic extractor writes; dates contain colons too
+_HEADER = re.compile(r"^[^:(]{1,80}(\([^)]*\))?:\s*")
 STOPWORDS = frozenset(
     "a an the and or but of to in on at for with by from is are was were be been being do does did "
     "what when where who whom which why how i you he she it we they me him her us them my your his "
@@ -101,7 +103,7 @@ class ExtractiveAnswerer:
                 best, best_score = m, score
         if best is None:
             return Answer(UNKNOWN, [])
-        new = [w for w in _words(best.record.text.split(":", 1)[-1]) if _key(w) not in asked and w not in STOPWORDS]
+        new = [w for w in _words(_HEADER.sub("", best.record.text)) if _key(w) not in asked and w not in STOPWORDS]
         return Answer(" ".join(new[: self.max_words]) or UNKNOWN, [best.record])
 
     async def aanswer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:

@@ -129,7 +129,7 @@ class LLMManager:
         return self.caller.stats
 
     @staticmethod
-    def _values(facts: Sequence[str], related: Sequence[ScoredMemory]) -> dict[str, str]:
+    def prompt_values(facts: Sequence[str], related: Sequence[ScoredMemory]) -> dict[str, str]:
         return {"fact": " ".join(facts), "facts": "\n".join(f"- {f}" for f in facts), "memories": render_memories(related)}
 
     def _finish(self, value: ManagerDecision | None, call: PolicyCall, related: Sequence[ScoredMemory], turns: Sequence[str]) -> Decision:
@@ -143,13 +143,13 @@ class LLMManager:
 
     def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
         def primary() -> Decision:
-            return self._finish(*self.caller.call(self.backend, **self._values(facts, related)), related, source_turn_ids)  # type: ignore[arg-type]
+            return self._finish(*self.caller.call(self.backend, **self.prompt_values(facts, related)), related, source_turn_ids)  # type: ignore[arg-type]
 
         return fall_back(self, primary, lambda: self.fallback.decide(facts, related, source_turn_ids=source_turn_ids))  # type: ignore[union-attr]
 
     async def adecide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
         async def primary() -> Decision:
-            return self._finish(*await self.caller.acall(self.backend, **self._values(facts, related)), related, source_turn_ids)  # type: ignore[arg-type]
+            return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(facts, related)), related, source_turn_ids)  # type: ignore[arg-type]
 
         return await afall_back(self, primary, lambda: self.fallback.adecide(facts, related, source_turn_ids=source_turn_ids))  # type: ignore[union-attr]
 

@@ -101,15 +101,15 @@ def _validate(text: str, schema: type[T]) -> T:
     return schema.model_validate(json.loads(text))
 
 
-def parse(raw: str, schema: type[T]) -> Parsed[T]:
+def parse(raw: str, schema: type[T], *, repair: bool = True) -> Parsed[T]:
     if len(raw) > MAX_PARSE_CHARS:
         return Parsed(None, f"output is {len(raw)} characters, over the {MAX_PARSE_CHARS} parse limit")
     try:
         return Parsed(_validate(raw.strip(), schema))
     except (json.JSONDecodeError, ValidationError) as exc:
         first_error = _describe(exc)
-    for repair in (find_json_object, close_truncated):
-        candidate = repair(raw)
+    for fix in (find_json_object, close_truncated) if repair else ():
+        candidate = fix(raw)
         if candidate is None:
             continue
         try:

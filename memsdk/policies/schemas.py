@@ -53,7 +53,9 @@ class ManagerDecision(BaseModel):
 class AnswerOut(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    evidence: list[Annotated[int, Field(ge=0, le=999)]] = Field(default_factory=list, max_length=60)
+    # a short list: under constrained decoding SmolLM2 otherwise enumerates 1, 2, 3, ... until
+    # the token budget runs out before it writes the answer
+    evidence: list[Annotated[int, Field(ge=0, le=999)]] = Field(default_factory=list, max_length=6)
     answer: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
 
 

@@ -28,8 +28,13 @@ class ScriptedBackend:
         self.requests.append({"messages": list(messages), "model": model, "schema": schema})
         if self.down:
             raise PolicyUnavailable("connection refused (scripted)")
-        text = self.replies.pop(0)
-        return Completion(model=model or self.model, choices=[Choice(text=text)], prompt_tokens=100, completion_tokens=len(text) // 4)
+        text, finish = self.replies.pop(0), "stop"
+        if isinstance(text, tuple):  # (text, finish_reason), e.g. a reply cut by max_tokens
+            text, finish = text
+        prefix = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+        if prefix and text.startswith(prefix):  # a model continues its response prefix
+            text = text[len(prefix) :]
+        return Completion(model=model or self.model, choices=[Choice(text=text, finish_reason=finish)], prompt_tokens=100, completion_tokens=len(text) // 4)
 
     async def achat(self, *a, **kw) -> Completion:  # pragma: no cover - alias used below
         return self.chat(*a, **kw)

@@ -77,7 +77,7 @@ def test_reask_recovers(memories) -> None:
 
 
 def test_truncated_extractor_output_keeps_complete_facts() -> None:
-    ex = LLMExtractor(ScriptedBackend('{"facts": ["Caroline went to a support group on 7 May 2023", "Caroline found it powe'))
+    ex = LLMExtractor(ScriptedBackend(('{"facts": ["Caroline went to a support group on 7 May 2023", "Caroline found it powe', "length")))
     result = ex.extract(TURN)
     assert result.facts == ["Caroline went to a support group on 7 May 2023"]
     assert ex.stats["repaired"] == 1 and ex.stats["parse_failures"] == 0
@@ -137,7 +137,7 @@ def test_async_policies_match_the_sync_ones(memories) -> None:
 def test_policy_call_records_what_training_needs(memories) -> None:
     d = LLMManager(ScriptedBackend('{"ops": [{"op": "NOOP"}]}'), PolicyConfig(model="manager-v3")).decide(["x"], memories)
     call = d.calls[0]
-    assert call.role == "manager" and call.policy_version == "manager.v1@manager-v3"
+    assert call.role == "manager" and call.policy_version == "manager.v3@manager-v3"
     assert call.messages[0]["role"] == "system" and call.parsed == {"ops": [{"op": "NOOP", "id": None, "text": None}]}
     assert call.prompt_tokens == 100
 

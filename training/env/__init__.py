@@ -6,9 +6,11 @@ manager_env  Memory-R1: parse a manager output, MemoryBank.apply on a fork, rewa
 episodes     Memory-R2: chunked sessions, extractor + manager on one backbone, session rewards,
              re-rolls from anchor states at the training temperature
 locomo       LoCoMo per-turn states and session episodes, split_of (conv-26 / conv-30 / rest)
+from_log     states from a client's interaction log and feedback, banks rebuilt from history
 """
 
 from .episodes import Episode, EpisodeConfig, EpisodeRollout, EpisodeRunner, Session, SessionOutcome, chunks, sample_episode_qa, word_count
+from .from_log import bank_before, log_states
 from .judge import Metric, QAOutcome, answer_questions, mean_score, sample_qa
 from .locomo import Split, conversation, locomo_episode, locomo_path, locomo_qa, locomo_sessions, locomo_states, sample_ids, session_date, split_of
 from .manager_env import EnvConfig, Group, ManagerEnv, Observation, Rollout, StepResult, apply_ops, retrieve_related
@@ -33,6 +35,8 @@ __all__ = [
     "Split",
     "StepResult",
     "answer_questions",
+    "bank_before",
+    "log_states",
     "apply_ops",
     "chunks",
     "conversation",

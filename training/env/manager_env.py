@@ -28,7 +28,8 @@ from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.policies import Answerer, LLMManager
 from memsdk.policies.parsing import parse
 from memsdk.policies.manager import to_ops
-from memsdk.policies.schemas import ManagerDecision, json_schema
+from memsdk.policies.base import Request
+from memsdk.policies.schemas import ManagerDecision
 from memsdk.types import Actor, Op, Scope, ScoredMemory
 
 from .judge import Metric, QAOutcome, answer_questions, mean_score, sample_qa
@@ -138,11 +139,13 @@ class ManagerEnv:
         bank = state.bank.fork(self.embedder, limits=self.limits)
         return bank, retrieve_related(bank, state.scope, state.facts, self.config.related_k)
 
+    def _request(self, state: MemoryState, related: Sequence[ScoredMemory]) -> Request:
+        # the runtime manager's own request (template, response prefix, stop): the trainer
+        # scores the exact text the policy saw, and the aliases in it are the ones `to_ops` maps back
+        return self.manager.caller.prepare(self.manager.backend, **self.manager.prompt_values(state.facts, related))
+
     def _render(self, state: MemoryState, related: Sequence[ScoredMemory]) -> tuple[Message, ...]:
-        # the runtime manager's own template and value rendering: the trainer scores the
-        # exact text the policy saw, and the aliases in it are the ones `to_ops` maps back
-        values = self.manager._values(state.facts, related)
-        return tuple(self.manager.caller.prompt.render(**values))
+        return tuple(self._request(state, related).messages)
 
     def observe(self, state: MemoryState) -> Observation:
         _, related = self._fork(state)
@@ -182,16 +185,18 @@ class ManagerEnv:
             raise ValueError("a GRPO group needs temperature > 0: greedy decoding samples the same output n times")
         backend: LLMBackend = self.manager.backend  # type: ignore[assignment]
         state = state.with_qa(sample_qa(state.qa, qa_per_group, random.Random(f"{seed}:{state.key}")))
-        observation = self.observe(state)
+        _, related = self._fork(state)
+        observation = Observation(tuple(related), self._render(state, related))
         caller = self.manager.caller
-        schema = json_schema(caller.schema) if caller.constrained and backend.supports_schema else None
-        completion = backend.chat(list(observation.messages), params=params, model=caller.model, schema=schema)
+        request = self._request(state, related)
+        params = params.model_copy(update={"stop": request.params.stop})  # the policy's stop string, the trainer's sampling
+        completion = backend.chat(request.messages, params=params, model=request.model, schema=request.schema)
         rollouts = tuple(
             Rollout(
-                output=c.text,
+                output=caller.reply_text(request, c),
                 token_ids=c.token_ids,
                 logprobs=None if c.logprobs is None else [t.logprob for t in c.logprobs],
-                result=self.step(state, c.text),
+                result=self.step(state, caller.reply_text(request, c)),
             )
             for c in completion.choices
         )

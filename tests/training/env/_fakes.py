@@ -37,6 +37,8 @@ class SamplingFake:
         pool = self.pools[role]
         rng = random.Random(params.seed) if params.seed is not None else self._rng
         texts = [pool[0] if params.temperature == 0 else rng.choice(pool) for _ in range(params.n)]
+        prefix = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+        texts = [t[len(prefix) :] if prefix and t.startswith(prefix) else t for t in texts]  # a model continues its prefix
         return Completion(model=model or self.model, choices=[Choice(index=i, text=t) for i, t in enumerate(texts)], prompt_tokens=50, completion_tokens=10 * len(texts))
 
 

@@ -69,7 +69,7 @@ def test_update_targets_the_memory_the_alias_named_in_the_prompt(state: MemorySt
     env, _, _ = make_env(embedder)
     shown = env.observe(state)
     assert shown.related[0].record.text == "Caroline has a dog named Buddy"  # the closest memory is alias [0]
-    assert "[0] Caroline has a dog named Buddy" in shown.messages[-1]["content"]
+    assert "[0] Caroline has a dog named Buddy" in shown.messages[1]["content"]  # the user turn; [-1] is the response prefix
 
     result = env.step(state, UPDATE_DOG)
 
@@ -151,7 +151,9 @@ def test_group_rollouts_share_one_seeded_qa_subset(state: MemoryState, embedder:
         assert tuple(a.item for a in rollout.result.answers) == group.state.qa
     asked = [q for q, _ in answerer.seen]
     assert asked == [q.question for q in group.state.qa] * 4
-    assert backend.requests[0]["params"] == params and backend.requests[0]["messages"] == list(group.observation.messages)
+    sent = backend.requests[0]["params"]
+    assert sent.model_copy(update={"stop": params.stop}) == params and sent.stop == ("}]}",)  # the trainer's sampling, the policy's stop
+    assert backend.requests[0]["messages"] == list(group.observation.messages)
     assert len({r.output for r in group.rollouts}) > 1  # sampled, not one output repeated
     assert env.sample_group(state, params, qa_per_group=2, seed=11).state.qa == group.state.qa  # same seed, same subset
     subsets = {env.sample_group(state, params, qa_per_group=2, seed=s).state.qa for s in range(8)}
