@@ -48,7 +48,9 @@ class LLMExtractor:
 
     role = "extractor"
     prompt_role = "extractor"
-    max_tokens = 160
+    max_tokens = 96
+    #: shorter "facts" are names or fragments ("Caroline", "The group"), not facts
+    min_fact_words = 3
 
     def __init__(
         self,
@@ -77,7 +79,10 @@ class LLMExtractor:
         }
 
     def _finish(self, value: ExtractedFacts | None, call: PolicyCall) -> Extraction:
-        return Extraction([] if value is None else _dedupe(value.facts), [call])
+        facts = [] if value is None else [f for f in value.facts if len(f.split()) >= self.min_fact_words]
+        if value is not None and len(facts) < len(value.facts):
+            self.stats.add("fragment_facts", len(value.facts) - len(facts))
+        return Extraction(facts, [call])
 
     def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
         def primary() -> Extraction:
@@ -109,14 +114,3 @@ class ChunkExtractor(LLMExtractor):
 
     async def aextract_chunk(self, chunk: Sequence[Turn]) -> Extraction:
         return await self.aextract(chunk[-1], chunk[:-1])
-
-
-def _dedupe(facts: Sequence[str]) -> list[str]:
-    seen: set[str] = set()
-    out = []
-    for f in facts:
-        key = f.casefold()
-        if key not in seen:
-            seen.add(key)
-            out.append(f)
-    return out

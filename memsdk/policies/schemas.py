@@ -16,10 +16,26 @@ __all__ = ["ExtractedFacts", "ManagerOpOut", "ManagerDecision", "AnswerOut", "js
 Fact = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=400)]
 
 
+MAX_FACTS = 20
+
+
 class ExtractedFacts(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    facts: list[Fact] = Field(default_factory=list, max_length=20)
+    facts: list[Fact] = Field(default_factory=list, max_length=MAX_FACTS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_repeats(cls, data: Any) -> Any:
+        # A small model that loops repeats one item until the token limit; the distinct items
+        # before the loop are still good facts, so keep those instead of failing the reply.
+        if isinstance(data, dict) and isinstance(data.get("facts"), list):
+            seen: dict[str, Any] = {}
+            for item in data["facts"]:
+                key = item.strip().casefold() if isinstance(item, str) else repr(item)
+                seen.setdefault(key, item)
+            return {**data, "facts": list(seen.values())[:MAX_FACTS]}
+        return data
 
 
 class ManagerOpOut(BaseModel):

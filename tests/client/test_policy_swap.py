@@ -1,0 +1,133 @@
+"""Switching policy versions on a running client, with a scripted backend (fast, exact)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from memsdk import PolicyError
+from memsdk.llm.base import Choice, Completion
+from memsdk.registry import PolicyManifest, PolicyRegistry
+
+from .conftest import CAROLINE
+
+
+class AdapterBackend:
+    """Answers every request with the name of the model it was routed to, so a test can see
+    which version served it; `gate` lets a test hold a request in flight."""
+
+    supports_schema = False
+
+    def __init__(self) -> None:
+        self.model = "smollm2"
+        self.loaded: dict[str, str] = {}
+        self.fail_loads = False
+        self.gate = threading.Event()
+        self.gate.set()
+        self.started = threading.Event()
+
+    def chat(self, messages, *, params, model=None, schema=None) -> Completion:
+        self.started.set()
+        self.gate.wait(10)
+        name = model or self.model
+        prefix = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+        body = '{"evidence": [0], "answer": "' + name + '"}'
+        text = body[len(prefix):] if body.startswith(prefix) else body
+        return Completion(model=name, choices=[Choice(text=text)], prompt_tokens=10, completion_tokens=5)
+
+    def load_lora_adapter(self, name: str, path: str, *, replace: bool = False) -> None:
+        if self.fail_loads:
+            raise RuntimeError("server said 500: adapter is corrupt")
+        self.loaded[name] = path
+
+    def close(self) -> None:
+        pass
+
+
+def publish(root: Path, role: str, version: str, *, promote: bool = False) -> None:
+    adapter = root.parent / f"adapter-{role}-{version}"
+    adapter.mkdir(parents=True, exist_ok=True)
+    (adapter / "adapter_config.json").write_text(json.dumps({"r": 8}))
+    PolicyRegistry(root).publish(adapter, PolicyManifest(role=role, version=version, base_model="smollm2", promote=promote))
+
+
+@pytest.fixture
+def swap(make_client, tmp_path):
+    backend = AdapterBackend()
+    client = make_client(backend=backend, checkpoint_dir=tmp_path / "ckpt")
+    client.add("Caroline went to a support group", scope=CAROLINE)
+    return client, backend, tmp_path / "ckpt"
+
+
+def test_use_policy_loads_the_adapter_then_routes_to_it(swap) -> None:
+    client, backend, ckpt = swap
+    assert client.answer("q?", scope=CAROLINE).text == "smollm2"
+    publish(ckpt, "answerer", "v7")
+    client.use_policy("answerer", "v7")
+    assert backend.loaded == {"answerer-v7": str((ckpt / "answerer" / "v7").resolve())}
+    a = client.answer("q?", scope=CAROLINE)
+    assert a.text == "answerer-v7" and a.policy_versions["answerer"] == "v7"
+    assert client.policies["answerer"].model == "answerer-v7" and client.policies["answerer"].previous == ["base"]
+    client.rollback("answerer")
+    assert client.answer("q?", scope=CAROLINE).text == "smollm2" and client.policies["answerer"].version == "base"
+
+
+def test_a_failed_load_keeps_the_old_version(swap) -> None:
+    client, backend, ckpt = swap
+    publish(ckpt, "answerer", "v1")
+    publish(ckpt, "answerer", "v2")
+    client.use_policy("answerer", "v1")
+    backend.fail_loads = True
+    with pytest.raises(PolicyError, match="stays on 'v1'"):
+        client.use_policy("answerer", "v2")
+    assert client.policies["answerer"].version == "v1"
+    assert client.answer("q?", scope=CAROLINE).text == "answerer-v1"
+    with pytest.raises(PolicyError, match="no published"):
+        client.use_policy("answerer", "v404")
+
+
+def test_a_request_in_flight_finishes_on_the_version_it_started_with(swap) -> None:
+    client, backend, ckpt = swap
+    publish(ckpt, "answerer", "v2")
+    backend.gate.clear()
+    result = {}
+    worker = threading.Thread(target=lambda: result.setdefault("a", client.answer("q?", scope=CAROLINE)))
+    worker.start()
+    assert backend.started.wait(10)
+    client.use_policy("answerer", "v2")  # swapped while the answer is waiting on the model
+    backend.gate.set()
+    worker.join(10)
+    assert result["a"].text == "smollm2" and result["a"].policy_versions["answerer"] == "base"
+    assert client.answer("q?", scope=CAROLINE).text == "answerer-v2"
+
+
+def test_active_versions_survive_a_restart(swap, make_client, tmp_path) -> None:
+    client, backend, ckpt = swap
+    publish(ckpt, "answerer", "v3")
+    client.use_policy("answerer", "v3")
+    client.close()
+    again = make_client(backend=backend, checkpoint_dir=ckpt)
+    assert again.policies["answerer"].version == "v3"
+    assert again.answer("q?", scope=CAROLINE).text == "answerer-v3"
+
+
+def test_the_watcher_promotes_only_checkpoints_marked_promote(swap) -> None:
+    client, backend, ckpt = swap
+    publish(ckpt, "answerer", "quiet")
+    client.watch_policies(interval_s=0.05)
+    time.sleep(0.3)
+    assert client.policies["answerer"].version == "base"
+    publish(ckpt, "answerer", "shiny", promote=True)
+    deadline = time.monotonic() + 5
+    while client.policies["answerer"].version != "shiny" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.policies["answerer"].version == "shiny"
+
+
+def test_heuristic_clients_have_no_checkpoints(make_client) -> None:
+    with pytest.raises(PolicyError):
+        make_client().use_policy("manager", "v1")
