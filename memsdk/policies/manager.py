@@ -141,13 +141,27 @@ class LLMManager:
             call.failure = "; ".join(rejected)
         return Decision(ops, [call], rejected)
 
+    def _first_memories(self, facts: Sequence[str], turns: Sequence[str]) -> Decision:
+        """With no related memory there is nothing to update, delete or duplicate: every fact
+        is new. Asking the model anyway only risks dropping the fact (a small model invents
+        aliases for memories that are not there), so the decision is ADD without a call."""
+        texts = [t for f in facts if (t := _valid_text(f, self.guard)) is not None]
+        self.stats.add("first_memory_adds", len(texts))
+        return Decision([Op.add(t, source_turn_ids=tuple(turns)) for t in texts])
+
     def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
+        if not related:
+            return self._first_memories(facts, source_turn_ids)
+
         def primary() -> Decision:
             return self._finish(*self.caller.call(self.backend, **self.prompt_values(facts, related)), related, source_turn_ids)  # type: ignore[arg-type]
 
         return fall_back(self, primary, lambda: self.fallback.decide(facts, related, source_turn_ids=source_turn_ids))  # type: ignore[union-attr]
 
     async def adecide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
+        if not related:
+            return self._first_memories(facts, source_turn_ids)
+
         async def primary() -> Decision:
             return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(facts, related)), related, source_turn_ids)  # type: ignore[arg-type]
 

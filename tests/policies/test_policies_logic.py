@@ -143,15 +143,23 @@ def test_policy_call_records_what_training_needs(memories) -> None:
 
 
 def test_memory_r2_roles_share_one_backbone() -> None:
-    backend = ScriptedBackend('{"facts": ["Caroline went to a support group"]}', '{"ops": [{"op": "ADD", "text": "Caroline went to a support group"}]}')
+    backend = ScriptedBackend('{"facts": ["Caroline went to a support group"]}', '{"ops": [{"op": "UPDATE", "id": 0, "text": "Caroline went to a support group twice"}]}')
     extractor, manager = memory_r2_policies(backend, PolicyConfig(model="r2-backbone"))
     facts = extractor.extract_chunk([Turn(speaker="Melanie", text="Hi!"), TURN]).facts
-    d = manager.decide(facts, [])
-    assert [o.text for o in d.ops] == ["Caroline went to a support group"]
+    d = manager.decide(facts, [memory("Caroline went to a support group once")])
+    assert [o.text for o in d.ops] == ["Caroline went to a support group twice"]
     assert {r["model"] for r in backend.requests} == {"r2-backbone"}
     assert "Role: extractor" in backend.requests[0]["messages"][0]["content"]
     assert "Role: manager" in backend.requests[1]["messages"][0]["content"]
     assert "Melanie: Hi!" in backend.requests[0]["messages"][1]["content"]
+
+
+def test_with_no_related_memory_every_fact_is_added_without_asking_the_model() -> None:
+    backend = ScriptedBackend()  # would fail if called: no replies queued
+    manager = LLMManager(backend)
+    d = manager.decide(["Caroline went to a support group", "   "], [], source_turn_ids=["D1:3"])
+    assert [(o.op, o.text, o.source_turn_ids) for o in d.ops] == [(OpType.ADD, "Caroline went to a support group", ("D1:3",))]
+    assert backend.requests == [] and manager.stats["first_memory_adds"] == 1
 
 
 def test_heuristic_manager_merges_close_facts_and_never_deletes(memories) -> None:

@@ -40,6 +40,7 @@ from memsdk.policies import (
     PolicyStats,
     memory_r2_policies,
 )
+from memsdk.policies.prompts import DEFAULT_PROMPTS
 from memsdk.types import MemoryRecord, Op, OpType, Scope, ScoredMemory, Turn, content_hash
 
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
@@ -87,7 +88,7 @@ def config(params: SamplingParams, **kw: Any) -> PolicyConfig:
 def check_call(call: PolicyCall, role: str, model: str, memories: Sequence[ScoredMemory] = ()) -> None:
     assert isinstance(call, PolicyCall)
     assert call.role == role
-    assert call.policy_version == f"{role}.v1@{model}"
+    assert call.policy_version == f"{role}.{DEFAULT_PROMPTS[role]}@{model}"
     assert call.prompt_tokens > 0 and call.completion_tokens > 0
     assert call.latency_s > 0
     assert isinstance(call.raw_output, str)
@@ -300,7 +301,7 @@ def test_policy_routes_to_lora_adapter_on_vllm(vllm_backend: Any, lora_adapter_d
         check_decision(decision, related, manager.guard, "manager", name)
         assert recording.models and set(recording.models) == {name}  # the request named the adapter
         assert {c.model for c in recording.completions} == {name}  # and the server answered as it
-        assert decision.calls[0].policy_version == f"manager.v1@{name}"
+        assert decision.calls[0].policy_version == f"manager.{DEFAULT_PROMPTS['manager']}@{name}"
     finally:
         vllm_backend.unload_lora_adapter(name)
     assert name not in vllm_backend.list_models()
