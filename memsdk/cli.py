@@ -8,6 +8,7 @@
     memsdk import caroline.jsonl [--user someone-else]
     memsdk policies
     memsdk use-policy manager v3        memsdk rollback manager
+    memsdk eval locomo --split val      memsdk eval compare A.json B.json   (see memsdk.eval.cli)
 
 Global settings (``--data-dir``, ``--qdrant-url``, ``--llm-base-url``, ``--model``,
 ``--policies``) default to the ``MEMSDK_*`` environment. Output is JSON on stdout; errors
@@ -69,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("version")
     p = sub.add_parser("rollback", help="switch a role back to its previous version")
     p.add_argument("role")
+    from memsdk.eval.cli import add_parser as add_eval_parser
+
+    add_eval_parser(sub)
     return parser
 
 
@@ -142,6 +146,10 @@ def _run(args: argparse.Namespace) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "eval":  # prints its own tables and writes files, no JSON result
+            from memsdk.eval.cli import run as run_eval
+
+            return run_eval(args)
         result = _run(args)
     except (MemsdkError, OSError) as exc:
         print(f"memsdk: error: {exc}", file=sys.stderr)

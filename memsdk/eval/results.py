@@ -1,0 +1,191 @@
+"""What an evaluation run records: per question, per conversation, and the run's summary.
+
+Per-conversation results are the unit of caching (one JSON file each); the summary is always
+recomputed from them, so a resumed run and a fresh one report the same numbers.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memsdk.eval.config import EvalConfig
+
+__all__ = ["QuestionResult", "IngestStats", "ConversationResult", "Scores", "CostSummary", "Summary", "RunReport", "summarize", "percentile"]
+
+Label = Literal["CORRECT", "WRONG"]
+
+
+class QuestionResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    question: str
+    gold: str
+    category: int
+    category_name: str
+    prediction: str
+    f1: float
+    bleu1: float
+    em: float
+    judge: Label | None = Field(None, description="The judge's label; None when no judge ran or its reply named neither.")
+    judge_reply: str | None = None
+    recall: dict[int, float | None] = Field(default_factory=dict, description="Evidence recall@k; None when the question has no evidence ids.")
+    latency_s: float
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class IngestStats(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    turns: int = 0
+    latency_s: list[float] = Field(default_factory=list, description="Per turn, in order; kept whole so percentiles pool across conversations.")
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    facts: int = 0
+    ops: dict[str, int] = Field(default_factory=dict, description="Ops that reached the bank, by type.")
+    failures: int = Field(0, description="Parse failures and rejected ops reported by ingest.")
+    fallback_turns: int = 0
+
+
+class ConversationResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    sample_id: str
+    fingerprint: str = Field(description="EvalConfig.fingerprint() of the run that produced it.")
+    turns: int
+    memories: int = Field(description="Live memories of both speakers after ingest.")
+    ingest: IngestStats
+    questions: list[QuestionResult]
+    policy_stats: dict[str, dict[str, int]] = Field(default_factory=dict)
+    skipped: str | None = Field(None, description="Why this conversation was not answered (full-context that does not fit).")
+    wall_s: float
+
+
+class Scores(BaseModel):
+    n: int
+    f1: float
+    bleu1: float
+    em: float
+    j: float | None = Field(None, description="Share judged CORRECT among judged questions.")
+    judged: int = 0
+    recall: dict[int, float | None] = Field(default_factory=dict, description="Mean recall@k over questions with evidence.")
+
+
+class CostSummary(BaseModel):
+    ingest_p50_s: float | None
+    ingest_p95_s: float | None
+    answer_p50_s: float | None
+    answer_p95_s: float | None
+    llm_calls_per_turn: float
+    prompt_tokens_per_turn: float
+    completion_tokens_per_turn: float
+    llm_calls_per_question: float
+    prompt_tokens_per_question: float
+    completion_tokens_per_question: float
+    memories: dict[str, int] = Field(description="Live memories per conversation.")
+    memories_per_turn: float
+    ops: dict[str, int]
+    facts: int
+    parse_failures: int
+    policy_calls: int
+    parse_failure_rate: float | None = Field(description="Parse failures / LLM policy calls (None with no LLM calls).")
+
+
+class Summary(BaseModel):
+    overall: Scores
+    by_category: dict[str, Scores]
+    cost: CostSummary
+    skipped: dict[str, str] = Field(default_factory=dict)
+
+
+class RunReport(BaseModel):
+    split: str
+    config: EvalConfig
+    started_at: datetime
+    wall_s: float
+    conversations: list[ConversationResult]
+    summary: Summary
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated q-th percentile (numpy's default); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo, frac = int(pos), pos - int(pos)
+    return ordered[lo] if frac == 0 else ordered[lo] + (ordered[lo + 1] - ordered[lo]) * frac
+
+
+def _mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return statistics.fmean(values) if values else 0.0
+
+
+def scores(questions: Sequence[QuestionResult], ks: Sequence[int]) -> Scores:
+    judged = [q.judge for q in questions if q.judge is not None]
+    recall: dict[int, float | None] = {}
+    for k in ks:
+        known = [r for q in questions if (r := q.recall.get(k)) is not None]
+        recall[k] = _mean(known) if known else None
+    return Scores(
+        n=len(questions),
+        f1=_mean(q.f1 for q in questions),
+        bleu1=_mean(q.bleu1 for q in questions),
+        em=_mean(q.em for q in questions),
+        j=sum(label == "CORRECT" for label in judged) / len(judged) if judged else None,
+        judged=len(judged),
+        recall=recall,
+    )
+
+
+def _cost(conversations: Sequence[ConversationResult]) -> CostSummary:
+    turn_latency = [s for c in conversations for s in c.ingest.latency_s]
+    questions = [q for c in conversations for q in c.questions]
+    turns = sum(c.ingest.turns for c in conversations)
+    ops: Counter[str] = Counter()
+    for c in conversations:
+        ops.update(c.ingest.ops)
+    stats = [s for c in conversations for s in c.policy_stats.values()]
+    calls, failures = sum(s.get("calls", 0) for s in stats), sum(s.get("parse_failures", 0) for s in stats)
+    per_turn = lambda total: total / turns if turns else 0.0  # noqa: E731
+    per_question = lambda total: total / len(questions) if questions else 0.0  # noqa: E731
+    return CostSummary(
+        ingest_p50_s=percentile(turn_latency, 50),
+        ingest_p95_s=percentile(turn_latency, 95),
+        answer_p50_s=percentile([q.latency_s for q in questions], 50),
+        answer_p95_s=percentile([q.latency_s for q in questions], 95),
+        llm_calls_per_turn=per_turn(sum(c.ingest.llm_calls for c in conversations)),
+        prompt_tokens_per_turn=per_turn(sum(c.ingest.prompt_tokens for c in conversations)),
+        completion_tokens_per_turn=per_turn(sum(c.ingest.completion_tokens for c in conversations)),
+        llm_calls_per_question=per_question(sum(q.llm_calls for q in questions)),
+        prompt_tokens_per_question=per_question(sum(q.prompt_tokens for q in questions)),
+        completion_tokens_per_question=per_question(sum(q.completion_tokens for q in questions)),
+        memories={c.sample_id: c.memories for c in conversations},
+        memories_per_turn=per_turn(sum(c.memories for c in conversations)),
+        ops=dict(sorted(ops.items())),
+        facts=sum(c.ingest.facts for c in conversations),
+        parse_failures=failures,
+        policy_calls=calls,
+        parse_failure_rate=failures / calls if calls else None,
+    )
+
+
+def summarize(conversations: Sequence[ConversationResult], ks: Sequence[int]) -> Summary:
+    answered = [c for c in conversations if c.skipped is None]
+    questions = [q for c in answered for q in c.questions]
+    names = sorted({(q.category, q.category_name) for q in questions})
+    return Summary(
+        overall=scores(questions, ks),
+        by_category={name: scores([q for q in questions if q.category == cat], ks) for cat, name in names},
+        cost=_cost(conversations),
+        skipped={c.sample_id: c.skipped for c in conversations if c.skipped is not None},
+    )

@@ -1,0 +1,269 @@
+"""The LoCoMo harness: build each conversation's memory, answer its questions, score, cache.
+
+Per conversation (`Evaluator.conversation`):
+
+1. memory: one scope per speaker, both sharing the conversation's run_id (so the extractor
+   sees the conversation's recent turns), filled turn by turn, in order, with the session
+   timestamp on each turn: through `MemoryClient.ingest` (heuristic / llm), or each turn
+   stored verbatim with its turn id and no LLM (raw-rag);
+2. retrieval: the question embedded once, the top max(k) of each speaker merged by score;
+   recall@k of the union of their source turn ids against the QA evidence ids;
+3. answer: `MemoryClient.answer` over both scopes (answer_k/2 each), scored F1 / BLEU-1 / EM,
+   and judged when a judge is configured. full-context instead puts the whole conversation
+   in the prompt, or records why it cannot (it does not fit the model's context).
+
+Each finished conversation is written to ``out/conversations/<id>.json`` with the config's
+fingerprint; a rerun with the same fingerprint reuses it, so an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, closing
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from memsdk.client import MemoryClient
+from memsdk.datasets.locomo import LocomoConversation, LocomoQA, Split, load_locomo
+from memsdk.eval.backends import CountingBackend, open_backend, open_embedder
+from memsdk.eval.config import EvalConfig
+from memsdk.eval.judge import Judge
+from memsdk.eval.results import ConversationResult, IngestStats, QuestionResult, RunReport, summarize
+from memsdk.eval.scoring import bleu1, evidence_ids, evidence_recall, exact_match, token_f1
+from memsdk.llm.base import LLMBackend, SamplingParams
+from memsdk.types import Op, Scope, Turn
+
+__all__ = ["Evaluator", "conversation_slice", "render_turn", "speaker_scopes"]
+
+#: characters per token assumed when checking that a conversation fits the context window;
+#: English runs ~4 with SmolLM2's tokenizer, 3 errs towards "does not fit"
+CHARS_PER_TOKEN = 3
+FULL_CONTEXT_PROMPT = "Here is a conversation between {a} and {b}.\n\n{conversation}\n\nAnswer in at most 6 words, from the conversation only.\nQuestion: {question}"
+
+
+def render_turn(turn: Turn) -> str:
+    """How a raw turn is stored and shown: the speaker, the session date, the text."""
+    when = f" (on {turn.timestamp})" if turn.timestamp else ""
+    return f"{turn.speaker}{when}: {turn.text}"
+
+
+def speaker_scopes(conv: LocomoConversation) -> tuple[Scope, Scope]:
+    return tuple(Scope(user_id=s, run_id=conv.sample_id) for s in conv.speakers)  # type: ignore[return-value]
+
+
+def conversation_slice(conv: LocomoConversation, config: EvalConfig) -> tuple[list[Turn], list[LocomoQA]]:
+    """The turns to ingest and the questions to ask. With ``max_sessions``, only questions
+    whose evidence lies entirely in the kept sessions: the others cannot be answered."""
+    sessions = conv.sessions[: config.max_sessions]
+    turns = [t for s in sessions for t in s.turns]
+    questions = conv.questions(include_adversarial=config.include_adversarial)
+    if config.max_sessions is not None:
+        kept = {t.turn_id for t in turns}
+        questions = [q for q in questions if (ids := evidence_ids(q.evidence)) and ids <= kept]
+    return turns, questions[: config.max_questions]
+
+
+class Evaluator:
+    """One run: a config, an output folder, and the models it loads once and shares."""
+
+    def __init__(self, config: EvalConfig, out_dir: str | Path, *, progress: bool = True, backend: LLMBackend | None = None, judge: Judge | None = None) -> None:
+        """``backend`` and ``judge`` replace the ones the config names (tests inject fakes);
+        injected parts are not closed by the evaluator."""
+        self.config = config
+        self.out_dir = Path(out_dir)
+        self.progress = progress
+        self._stack = ExitStack()
+        self.embedder = open_embedder(config)
+        self.backend = backend
+        if backend is None and config.needs_backend:
+            self.backend = self._stack.enter_context(closing(open_backend(config)))
+        self.judge = judge
+        if judge is None and config.judge_url:
+            self.judge = self._stack.enter_context(closing(Judge.connect(config.judge_url, config.judge_model)))
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def run(self, split: Split) -> RunReport:
+        started, clock = datetime.now(timezone.utc), time.perf_counter()
+        convs = [c for c in load_locomo() if c.split == split and (self.config.conversations is None or c.sample_id in self.config.conversations)]
+        if not convs:
+            raise ValueError(f"no LoCoMo conversation in split {split!r} matches {self.config.conversations}")
+        bar = tqdm(total=len(convs), desc=f"locomo {split} {self.config.baseline}", unit="conv", disable=not self.progress)
+        # Conversations are independent: against a server they overlap; in-process they queue.
+        with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(convs))) as pool:
+            results = list(pool.map(lambda c: self._tick(bar, self.conversation(c)), convs))
+        bar.close()
+        report = RunReport(
+            split=split, config=self.config, started_at=started, wall_s=time.perf_counter() - clock,
+            conversations=results, summary=summarize(results, self.config.recall_ks),
+        )
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        _write(self.out_dir / "report.json", report.model_dump_json(indent=2))
+        return report
+
+    @staticmethod
+    def _tick(bar: tqdm, result: ConversationResult) -> ConversationResult:
+        bar.update()
+        return result
+
+    def _cache_path(self, conv: LocomoConversation) -> Path:
+        return self.out_dir / "conversations" / f"{conv.sample_id}.json"
+
+    def cached(self, conv: LocomoConversation) -> ConversationResult | None:
+        path = self._cache_path(conv)
+        if not path.exists():
+            return None
+        result = ConversationResult.model_validate_json(path.read_text(encoding="utf-8"))
+        return result if result.fingerprint == self.config.fingerprint() else None
+
+    def conversation(self, conv: LocomoConversation) -> ConversationResult:
+        if (hit := self.cached(conv)) is not None:
+            return hit
+        started = time.perf_counter()
+        turns, questions = conversation_slice(conv, self.config)
+        if self.config.baseline == "full-context":
+            result = self._full_context(conv, turns, questions, started)
+        else:
+            result = self._from_memory(conv, turns, questions, started)
+        path = self._cache_path(conv)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write(path, result.model_dump_json(indent=2))
+        return result
+
+    # -- memory-backed answering ----------------------------------------------------------------
+
+    def _client(self, conv: LocomoConversation) -> tuple[MemoryClient, CountingBackend | None]:
+        data_dir = self.out_dir / "work" / conv.sample_id
+        shutil.rmtree(data_dir, ignore_errors=True)  # a half-built memory from an interrupted run
+        backend = CountingBackend(self.backend) if self.backend is not None else None
+        llm_policies = self.config.baseline == "llm" or self.config.uses_llm_answerer
+        client = MemoryClient(
+            data_dir=data_dir, embedder=self.embedder, backend=backend, policies="llm" if llm_policies else "heuristic",
+            model=self.config.model, answer_k=self.config.answer_k, related_k=self.config.related_k, context_turns=self.config.context_turns,
+        )
+        return client, backend
+
+    def _from_memory(self, conv: LocomoConversation, turns: list[Turn], questions: list[LocomoQA], started: float) -> ConversationResult:
+        client, counter = self._client(conv)
+        scopes = speaker_scopes(conv)
+        try:
+            build = self._store_raw if self.config.baseline == "raw-rag" else self._ingest
+            ingest = build(client, conv, turns, counter)
+            ask = lambda qa: self._answer(client, counter, scopes, qa)  # noqa: E731
+            answered = self._map(ask, questions, desc=f"{conv.sample_id} answer", unit="q")
+            return ConversationResult(
+                sample_id=conv.sample_id, fingerprint=self.config.fingerprint(), turns=len(turns),
+                memories=sum(client.bank.count(s) for s in scopes), ingest=ingest, questions=answered,
+                policy_stats=client.policy_stats, wall_s=time.perf_counter() - started,
+            )
+        finally:
+            client.close()
+            shutil.rmtree(self.out_dir / "work" / conv.sample_id, ignore_errors=True)
+
+    def _ingest(self, client: MemoryClient, conv: LocomoConversation, turns: list[Turn], counter: CountingBackend | None) -> IngestStats:
+        scope_of = dict(zip(conv.speakers, speaker_scopes(conv)))
+        latency, ops = [], Counter[str]()
+        calls = prompt = completion = facts = failures = fallbacks = 0
+        for turn in tqdm(turns, desc=f"{conv.sample_id} ingest", unit="turn", leave=False, disable=not self.progress):
+            before = _calls(counter)
+            r = client.ingest(turn, scope=scope_of[turn.speaker])
+            calls += _calls(counter) - before
+            latency.append(r.latency_s)
+            prompt, completion = prompt + r.prompt_tokens, completion + r.completion_tokens
+            facts, failures, fallbacks = facts + len(r.facts), failures + len(r.failures), fallbacks + r.fallback
+            ops.update(op.op for op in r.ops)
+        return IngestStats(
+            turns=len(turns), latency_s=latency, llm_calls=calls, prompt_tokens=prompt, completion_tokens=completion,
+            facts=facts, ops=dict(ops), failures=failures, fallback_turns=fallbacks,
+        )
+
+    def _store_raw(self, client: MemoryClient, conv: LocomoConversation, turns: list[Turn], counter: CountingBackend | None) -> IngestStats:
+        """Raw-turn RAG: each turn becomes one memory, verbatim, with its turn id; no LLM."""
+        scope_of = dict(zip(conv.speakers, speaker_scopes(conv)))
+        latency = []
+        for turn in tqdm(turns, desc=f"{conv.sample_id} store", unit="turn", leave=False, disable=not self.progress):
+            start = time.perf_counter()
+            client.bank.apply(scope_of[turn.speaker], [Op.add(render_turn(turn), source_turn_ids=(turn.turn_id,) if turn.turn_id else ())])
+            latency.append(time.perf_counter() - start)
+        return IngestStats(turns=len(turns), latency_s=latency, facts=len(turns), ops={"ADD": len(turns)})
+
+    def _answer(self, client: MemoryClient, counter: CountingBackend | None, scopes: Sequence[Scope], qa: LocomoQA) -> QuestionResult:
+        recall = self._recall(client, scopes, qa)
+        before = _calls(counter)
+        r = client.answer(qa.question, scope=list(scopes))
+        return self._score(qa, r.text, recall=recall, latency_s=r.latency_s, llm_calls=_calls(counter) - before, prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens)
+
+    def _recall(self, client: MemoryClient, scopes: Sequence[Scope], qa: LocomoQA) -> dict[int, float | None]:
+        """Evidence recall@k of pure retrieval: no LLM, the same embedding the answer path uses."""
+        vector = client.bank.embedder.embed([qa.question])[0]
+        hits = [h for s in scopes for h in client.bank.search_vector(s, vector, limit=max(self.config.recall_ks))]
+        ranked = [h.record.source_turn_ids for h in sorted(hits, key=lambda h: -h.score)]
+        return {k: evidence_recall(ranked, qa.evidence, k) for k in self.config.recall_ks}
+
+    # -- full-context answering -----------------------------------------------------------------
+
+    def _full_context(self, conv: LocomoConversation, turns: list[Turn], questions: list[LocomoQA], started: float) -> ConversationResult:
+        conversation = "\n".join(render_turn(t) for t in turns)
+        budget = self.config.context_tokens - 64  # room for the question's wrapper and the answer
+        estimate = len(conversation) // CHARS_PER_TOKEN
+        skipped = None if estimate <= budget else f"~{estimate} tokens of conversation (at {CHARS_PER_TOKEN} chars/token) exceed the {self.config.context_tokens}-token context of {self.config.model}"
+        answered = [] if skipped else self._map(lambda qa: self._ask_whole(conv, conversation, qa), questions, desc=f"{conv.sample_id} full-context", unit="q")
+        return ConversationResult(
+            sample_id=conv.sample_id, fingerprint=self.config.fingerprint(), turns=len(turns), memories=0,
+            ingest=IngestStats(turns=len(turns)), questions=answered, skipped=skipped, wall_s=time.perf_counter() - started,
+        )
+
+    def _ask_whole(self, conv: LocomoConversation, conversation: str, qa: LocomoQA) -> QuestionResult:
+        assert self.backend is not None  # full-context needs_backend
+        prompt = FULL_CONTEXT_PROMPT.format(a=conv.speakers[0], b=conv.speakers[1], conversation=conversation, question=qa.question)
+        start = time.perf_counter()
+        done = self.backend.chat([{"role": "user", "content": prompt}], params=SamplingParams(max_tokens=24, stop=("\n",)))
+        answer = " ".join(done.text.split()[:12])
+        return self._score(qa, answer, recall={}, latency_s=time.perf_counter() - start, llm_calls=1, prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens)
+
+    # -- shared -----------------------------------------------------------------------------------
+
+    def _score(self, qa: LocomoQA, prediction: str, **measured: Any) -> QuestionResult:
+        verdict = self.judge.judge(qa.question, qa.answer, prediction) if self.judge is not None else None
+        return QuestionResult(
+            question=qa.question, gold=qa.answer, category=qa.category, category_name=qa.category_name, prediction=prediction,
+            f1=token_f1(prediction, qa.answer), bleu1=bleu1(prediction, qa.answer), em=exact_match(prediction, qa.answer),
+            judge=None if verdict is None else verdict.label, judge_reply=None if verdict is None else verdict.reply, **measured,
+        )
+
+    def _map(self, fn: Callable[[LocomoQA], QuestionResult], questions: list[LocomoQA], *, desc: str, unit: str) -> list[QuestionResult]:
+        bar = tqdm(total=len(questions), desc=desc, unit=unit, leave=False, disable=not self.progress)
+        out = []
+        with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
+            for result in pool.map(fn, questions):
+                out.append(result)
+                bar.update()
+        bar.close()
+        return out
+
+
+def _calls(counter: CountingBackend | None) -> int:
+    return 0 if counter is None else counter.calls
+
+
+def _write(path: Path, text: str) -> None:
+    """Write-then-rename: a run killed mid-write leaves the old file or none, never half of one."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

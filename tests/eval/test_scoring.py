@@ -1,0 +1,66 @@
+"""Scores against values worked by hand (the answer metrics' own edge cases live in
+tests/training/rewards/test_qa.py, which runs on this same implementation)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from memsdk.eval.results import QuestionResult, percentile, scores
+from memsdk.eval.scoring import bleu1, evidence_ids, evidence_recall, exact_match, token_f1
+
+
+def test_the_trainer_rewards_are_this_implementation():
+    from memsdk_training.rewards import qa
+
+    assert (qa.token_f1, qa.bleu1, qa.exact_match, qa.normalize_answer) == (token_f1, bleu1, exact_match, qa.normalize_answer)
+    assert qa.token_f1.__module__ == "memsdk.eval.scoring"
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold", "expected"),
+    [
+        # one clipped match, |pred| = 1 < |gold| = 2: p1 = 1, BP = exp(1 - 2/1)
+        ("dog", "big dog", math.exp(-1)),
+        # "the" dropped: pred [big, brown, dog, runs], 1 match, longer than gold: 1/4
+        ("The big brown dog runs", "dog", 0.25),
+        # gold [7, may, 2023] vs pred [may, 7]: 2 matches / 2, BP = exp(1 - 3/2)
+        ("May 7", "7 May, 2023", math.exp(-0.5)),
+    ],
+)
+def test_bleu1_by_hand(pred, gold, expected):
+    assert bleu1(pred, gold) == pytest.approx(expected, abs=1e-12)
+
+
+def test_f1_and_em_by_hand():
+    # pred [she, went, to, paris, in, may], gold [paris]: P = 1/6, R = 1, F1 = 2/7
+    assert token_f1("She went to Paris in May.", "Paris") == pytest.approx(2 / 7, abs=1e-12)
+    assert exact_match("  PARIS! ", "paris") == 1.0
+
+
+def test_evidence_ids_repairs_locomo_typos():
+    assert evidence_ids(["D8:6; D9:17", "D:11:26", "D", "D1:3"]) == {"D8:6", "D9:17", "D11:26", "D1:3"}
+
+
+def test_evidence_recall_at_k():
+    ranked = [("D1:1",), ("D1:2", "D1:3"), (), ("D2:1",)]
+    gold = ["D1:3", "D2:1"]
+    assert [evidence_recall(ranked, gold, k) for k in (1, 2, 3, 4, 60)] == [0.0, 0.5, 0.5, 1.0, 1.0]
+    assert evidence_recall(ranked, [], 10) is None
+
+
+def test_percentile_matches_linear_interpolation():
+    # positions (n - 1) * q: 1.5 -> 2.5, 2.85 -> 3 + 0.85
+    assert percentile([4, 1, 3, 2], 50) == 2.5
+    assert percentile([4, 1, 3, 2], 95) == pytest.approx(3.85)
+    assert percentile([], 50) is None
+
+
+def _q(f1: float, judge, recall) -> QuestionResult:
+    return QuestionResult(question="q", gold="g", category=1, category_name="multi-hop", prediction="p", f1=f1, bleu1=f1, em=0.0, judge=judge, recall=recall, latency_s=0.1)
+
+
+def test_scores_count_j_over_judged_and_recall_over_questions_with_evidence():
+    s = scores([_q(1.0, "CORRECT", {10: 1.0}), _q(0.5, "WRONG", {10: None}), _q(0.0, None, {10: 0.0})], ks=(10,))
+    assert (s.n, s.f1, s.judged, s.j, s.recall) == (3, 0.5, 2, 0.5, {10: 0.5})
