@@ -40,7 +40,7 @@ class EvalConfig(BaseModel):
     conversations: tuple[str, ...] | None = Field(None, description="Only these sample ids of the split.")
     max_sessions: int | None = Field(None, ge=1, description="Only the first N sessions of each conversation (smoke tests).")
     max_questions: int | None = Field(None, ge=1, description="Only the first N questions answerable from those sessions.")
-    concurrency: int = Field(1, ge=1, le=64, description="Questions (and conversations) in flight at once; >1 pays off against a server.")
+    concurrency: int = Field(1, ge=1, le=64, description="Conversations in flight at once, and questions in flight within each; >1 pays off against a server.")
 
     @classmethod
     def load(cls, path: str | Path) -> EvalConfig:

@@ -123,3 +123,14 @@ def test_judge_on_the_real_vllm_server(vllm_server, tmp_path: Path):
     assert len(questions) == 4 and all(q.judge in ("CORRECT", "WRONG") for q in questions)
     assert report.summary.overall.judged == 4
     assert report.summary.overall.j == sum(q.judge == "CORRECT" for q in questions) / 4
+
+
+def test_concurrent_answering_gives_the_sequential_results(tmp_path):
+    # questions answered from several threads share one client and bank; order and scores must not change
+    config = EvalConfig(baseline="heuristic", embedder="hash", max_sessions=3, max_questions=12)
+    runs = []
+    for workers in (1, 4):
+        with Evaluator(config.with_overrides(concurrency=workers), tmp_path / str(workers), progress=False) as ev:
+            runs.append(ev.run("val").conversations[0].questions)
+    strip = lambda qs: [q.model_dump(exclude={"latency_s"}) for q in qs]  # noqa: E731
+    assert strip(runs[0]) == strip(runs[1])
