@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memsdk.eval.config import EvalConfig
 
-__all__ = ["QuestionResult", "IngestStats", "ConversationResult", "Scores", "CostSummary", "Summary", "RunReport", "summarize", "percentile"]
+__all__ = ["QuestionResult", "IngestStats", "IngestProgress", "ConversationResult", "Scores", "CostSummary", "Summary", "RunReport", "summarize", "percentile"]
 
 Label = Literal["CORRECT", "WRONG"]
 
@@ -53,6 +53,16 @@ class IngestStats(BaseModel):
     ops: dict[str, int] = Field(default_factory=dict, description="Ops that reached the bank, by type.")
     failures: int = Field(0, description="Parse failures and rejected ops reported by ingest.")
     fallback_turns: int = 0
+
+
+class IngestProgress(BaseModel):
+    """A conversation's ingest so far (LLM policies on a CPU take hours per conversation)."""
+
+    sample_id: str
+    turns_total: int
+    ingest: IngestStats
+    memories: int
+    policy_stats: dict[str, dict[str, int]]
 
 
 class ConversationResult(BaseModel):

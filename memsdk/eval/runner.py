@@ -14,6 +14,7 @@ Per conversation (`Evaluator.conversation`):
 
 Each finished conversation is written to ``out/conversations/<id>.json`` with the config's
 fingerprint; a rerun with the same fingerprint reuses it, so an interrupted run resumes.
+While a conversation is being ingested, ``<id>.progress.json`` says what it has cost so far.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from contextlib import ExitStack, closing
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,18 +32,20 @@ from typing import Any
 
 from tqdm import tqdm
 
-from memsdk.client import MemoryClient
+from memsdk.client import IngestResult, MemoryClient
 from memsdk.datasets.locomo import LocomoConversation, LocomoQA, Split, load_locomo
 from memsdk.eval.backends import CountingBackend, open_backend, open_embedder
 from memsdk.eval.config import EvalConfig
 from memsdk.eval.judge import Judge
-from memsdk.eval.results import ConversationResult, IngestStats, QuestionResult, RunReport, summarize
+from memsdk.eval.results import ConversationResult, IngestProgress, IngestStats, QuestionResult, RunReport, summarize
 from memsdk.eval.scoring import bleu1, evidence_ids, evidence_recall, exact_match, token_f1
 from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.types import Op, Scope, Turn
 
 __all__ = ["Evaluator", "conversation_slice", "render_turn", "speaker_scopes"]
 
+#: turns between two progress files of a long ingest
+PROGRESS_EVERY = 10
 #: characters per token assumed when checking that a conversation fits the context window;
 #: English runs ~4 with SmolLM2's tokenizer, 3 errs towards "does not fit"
 CHARS_PER_TOKEN = 3
@@ -125,6 +129,9 @@ class Evaluator:
     def _cache_path(self, conv: LocomoConversation) -> Path:
         return self.out_dir / "conversations" / f"{conv.sample_id}.json"
 
+    def _progress_path(self, conv: LocomoConversation) -> Path:
+        return self.out_dir / "conversations" / f"{conv.sample_id}.progress.json"
+
     def cached(self, conv: LocomoConversation) -> ConversationResult | None:
         path = self._cache_path(conv)
         if not path.exists():
@@ -141,9 +148,8 @@ class Evaluator:
             result = self._full_context(conv, turns, questions, started)
         else:
             result = self._from_memory(conv, turns, questions, started)
-        path = self._cache_path(conv)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write(path, result.model_dump_json(indent=2))
+        _write(self._cache_path(conv), result.model_dump_json(indent=2))
+        self._progress_path(conv).unlink(missing_ok=True)
         return result
 
     # -- memory-backed answering ----------------------------------------------------------------
@@ -178,20 +184,22 @@ class Evaluator:
 
     def _ingest(self, client: MemoryClient, conv: LocomoConversation, turns: list[Turn], counter: CountingBackend | None) -> IngestStats:
         scope_of = dict(zip(conv.speakers, speaker_scopes(conv)))
-        latency, ops = [], Counter[str]()
-        calls = prompt = completion = facts = failures = fallbacks = 0
-        for turn in tqdm(turns, desc=f"{conv.sample_id} ingest", unit="turn", leave=False, disable=not self.progress):
+        tally = _Tally()
+        for n, turn in enumerate(tqdm(turns, desc=f"{conv.sample_id} ingest", unit="turn", leave=False, disable=not self.progress), start=1):
             before = _calls(counter)
-            r = client.ingest(turn, scope=scope_of[turn.speaker])
-            calls += _calls(counter) - before
-            latency.append(r.latency_s)
-            prompt, completion = prompt + r.prompt_tokens, completion + r.completion_tokens
-            facts, failures, fallbacks = facts + len(r.facts), failures + len(r.failures), fallbacks + r.fallback
-            ops.update(op.op for op in r.ops)
-        return IngestStats(
-            turns=len(turns), latency_s=latency, llm_calls=calls, prompt_tokens=prompt, completion_tokens=completion,
-            facts=facts, ops=dict(ops), failures=failures, fallback_turns=fallbacks,
+            result = client.ingest(turn, scope=scope_of[turn.speaker])
+            tally.add(result, _calls(counter) - before)
+            if n % PROGRESS_EVERY == 0 and n < len(turns):
+                self._write_progress(conv, client, tally.stats(), len(turns))
+        return tally.stats()
+
+    def _write_progress(self, conv: LocomoConversation, client: MemoryClient, stats: IngestStats, of: int) -> None:
+        """What an LLM ingest has cost so far, readable while it runs (hours on a CPU)."""
+        progress = IngestProgress(
+            sample_id=conv.sample_id, turns_total=of, ingest=stats,
+            memories=sum(client.bank.count(s) for s in speaker_scopes(conv)), policy_stats=client.policy_stats,
         )
+        _write(self._progress_path(conv), progress.model_dump_json(indent=2))
 
     def _store_raw(self, client: MemoryClient, conv: LocomoConversation, turns: list[Turn], counter: CountingBackend | None) -> IngestStats:
         """Raw-turn RAG: each turn becomes one memory, verbatim, with its turn id; no LLM."""
@@ -258,12 +266,40 @@ class Evaluator:
         return out
 
 
+@dataclass
+class _Tally:
+    """Running totals of per-turn ingest results."""
+
+    latency: list[float] = field(default_factory=list)
+    ops: Counter[str] = field(default_factory=Counter)
+    calls: int = 0
+    prompt: int = 0
+    completion: int = 0
+    facts: int = 0
+    failures: int = 0
+    fallbacks: int = 0
+
+    def add(self, r: IngestResult, calls: int) -> None:
+        self.latency.append(r.latency_s)
+        self.ops.update(op.op for op in r.ops)
+        self.calls += calls
+        self.prompt, self.completion = self.prompt + r.prompt_tokens, self.completion + r.completion_tokens
+        self.facts, self.failures, self.fallbacks = self.facts + len(r.facts), self.failures + len(r.failures), self.fallbacks + r.fallback
+
+    def stats(self) -> IngestStats:
+        return IngestStats(
+            turns=len(self.latency), latency_s=list(self.latency), llm_calls=self.calls, prompt_tokens=self.prompt, completion_tokens=self.completion,
+            facts=self.facts, ops=dict(self.ops), failures=self.failures, fallback_turns=self.fallbacks,
+        )
+
+
 def _calls(counter: CountingBackend | None) -> int:
     return 0 if counter is None else counter.calls
 
 
 def _write(path: Path, text: str) -> None:
     """Write-then-rename: a run killed mid-write leaves the old file or none, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)

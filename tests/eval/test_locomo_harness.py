@@ -134,3 +134,18 @@ def test_concurrent_answering_gives_the_sequential_results(tmp_path):
             runs.append(ev.run("val").conversations[0].questions)
     strip = lambda qs: [q.model_dump(exclude={"latency_s"}) for q in qs]  # noqa: E731
     assert strip(runs[0]) == strip(runs[1])
+
+
+def test_a_long_ingest_leaves_a_progress_file_until_it_finishes(tmp_path, monkeypatch):
+    import memsdk.eval.runner as runner
+
+    seen = []
+    write = runner._write
+    monkeypatch.setattr(runner, "_write", lambda path, text: (seen.append((path.name, json.loads(text))), write(path, text)))
+    with Evaluator(EvalConfig(baseline="heuristic", embedder="hash", max_sessions=2, max_questions=1), tmp_path, progress=False) as ev:
+        report = ev.run("val")
+    progress = [body for name, body in seen if name == "conv-30.progress.json"]
+    turns = report.conversations[0].turns
+    assert [p["ingest"]["turns"] for p in progress] == list(range(10, turns, 10))
+    assert all(p["turns_total"] == turns for p in progress)
+    assert not (tmp_path / "conversations" / "conv-30.progress.json").exists()
