@@ -1,0 +1,99 @@
+"""A tiny randomly initialised Llama with a hand-built word-level vocabulary, saved as a
+transformers folder, and a synthetic memory task whose right op is fixed by construction.
+
+The vocabulary is small on purpose: a random model starts near uniform over it, so the
+right op word is sampled now and then (~1/|V|) and GRPO has signal to start from; with
+SmolLM2's 49k tokens a random model would essentially never emit it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from memsdk.llm.base import SamplingParams
+from memsdk_training.recipes import PolicyBackend, Sampled, SampledGroup
+
+SPECIAL = ["<pad>", "<unk>", "<eos>", "<|system|>", "<|user|>", "<|assistant|>"]
+OPS = ["ADD", "UPDATE", "DELETE", "NOOP"]
+# the relation between the new fact and the stored memory decides the op
+RELATION_OP = {"none": "ADD", "changed": "UPDATE", "wrong": "DELETE", "same": "NOOP"}
+ENTITIES = ["alice", "bob", "dog", "cat", "tea", "paris"]
+WORDS = ["fact", "memory", "op", "likes", "is", *RELATION_OP, *ENTITIES]
+TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|> {% endif %}"
+)
+
+
+def make_tiny_model(folder: Path, *, seed: int = 0, extra_words: Sequence[str] = ()) -> Path:
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(dict.fromkeys([*SPECIAL, *OPS, *WORDS, *extra_words]))}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>")
+    tokenizer.chat_template = TEMPLATE
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=1024, pad_token_id=vocab["<pad>"], eos_token_id=vocab["<eos>"],
+        bos_token_id=None, tie_word_embeddings=False,
+    )  # fmt: skip
+    model = LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = vocab["<pad>"]
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@dataclass(frozen=True)
+class OpState:
+    relation: str
+    subject: str
+    obj: str
+
+    @property
+    def right_op(self) -> str:
+        return RELATION_OP[self.relation]
+
+
+def op_states(n: int, seed: int = 0) -> list[OpState]:
+    rng = random.Random(seed)
+    return [OpState(rel, rng.choice(ENTITIES), rng.choice(ENTITIES)) for rel in list(RELATION_OP) * (n // 4)]
+
+
+class OpChoiceEnv:
+    """Prompt: the memory's relation to a new fact; reward 1 when the first word is the right op."""
+
+    def __init__(self, backend: PolicyBackend) -> None:
+        self.backend = backend
+
+    @staticmethod
+    def messages(state: OpState) -> list[dict[str, str]]:
+        return [{"role": "user", "content": f"memory {state.relation} fact {state.subject} likes {state.obj} op"}]
+
+    def key(self, state: OpState) -> str:
+        return f"{state.relation}/{state.subject}/{state.obj}"
+
+    def reward(self, state: OpState, text: str) -> float:
+        words = text.split()
+        return float(bool(words) and words[0] == state.right_op)
+
+    def sample(self, state: OpState, params: SamplingParams, *, seed: int) -> SampledGroup:
+        messages = self.messages(state)
+        completion = self.backend.chat(messages, params=params)
+        samples = tuple(
+            Sampled(tuple(c.token_ids or ()), c.text, self.reward(state, c.text), parse_failed=c.text.split()[:1] not in ([op] for op in OPS))
+            for c in completion.choices
+        )
+        return SampledGroup(self.key(state), self.backend.policy.render(messages), samples)
+
+    def evaluate(self, states: Sequence[OpState]) -> dict[str, float]:
+        greedy = SamplingParams(temperature=0.0, max_tokens=1)
+        texts = [c.text for c in (self.backend.chat(self.messages(s), params=greedy).choices[0] for s in states)]
+        return {"reward": sum(self.reward(s, t) for s, t in zip(states, texts)) / len(states)}

@@ -1,0 +1,126 @@
+"""Training checkpoints (resume) and published policies (export to the client's registry).
+
+A checkpoint is a folder, written under a temporary name and renamed into place, so a
+crash mid-save leaves the previous checkpoint intact:
+
+    <dir>/adapter/        the peft LoRA adapter (adapter_config.json + safetensors)
+    <dir>/trainer.pt      {"step", "optimizer", "rng", "config", "extra"}   a plain dict, as nanoGPT's
+
+``rng`` holds Python's, torch's CPU and (when present) CUDA generator states, so a resumed
+run draws the same states, seeds and samples as the run it continues.
+
+`export_policy` publishes an adapter with its manifest (role, base model, config, data hash,
+validation metrics) through `PolicyRegistry.publish`, the same atomic folder-rename a
+running client's `use_policy` / `watch_policies` read from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from memsdk.registry import PolicyManifest, PolicyRegistry
+
+__all__ = [
+    "TrainerState",
+    "rng_state",
+    "set_rng_state",
+    "save_checkpoint",
+    "load_checkpoint",
+    "latest_checkpoint",
+    "data_hash",
+    "export_policy",
+]
+
+ADAPTER = "adapter"
+TRAINER = "trainer.pt"
+
+
+@dataclass(frozen=True)
+class TrainerState:
+    step: int
+    extra: dict[str, Any]
+
+
+def rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(
+    path: str | os.PathLike[str], *, policy: Any, optimizer: torch.optim.Optimizer | None, step: int,
+    config: dict[str, Any], extra: dict[str, Any] | None = None,
+) -> Path:  # fmt: skip
+    """Write adapter + trainer state to ``path`` atomically (replacing an older one there)."""
+    final = Path(path)
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    policy.save_adapter(tmp / ADAPTER)
+    torch.save(
+        {"step": step, "optimizer": None if optimizer is None else optimizer.state_dict(), "rng": rng_state(), "config": config, "extra": extra or {}},
+        tmp / TRAINER,
+    )
+    old = final.with_name(f".{final.name}.old-{os.getpid()}")
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_checkpoint(path: str | os.PathLike[str], *, policy: Any, optimizer: torch.optim.Optimizer | None = None, restore_rng: bool = True) -> TrainerState:
+    """Load the adapter weights into ``policy`` and, when given, the optimizer and RNG states."""
+    folder = Path(path)
+    policy.load_adapter_weights(folder / ADAPTER)
+    # our own file: it holds the optimizer state and RNG tuples, which weights_only refuses
+    state = torch.load(folder / TRAINER, map_location="cpu", weights_only=False)
+    if optimizer is not None and state["optimizer"] is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    if restore_rng:
+        set_rng_state(state["rng"])
+    return TrainerState(step=int(state["step"]), extra=dict(state["extra"]))
+
+
+def latest_checkpoint(path: str | os.PathLike[str]) -> Path | None:
+    folder = Path(path)
+    return folder if (folder / TRAINER).exists() and (folder / ADAPTER).is_dir() else None
+
+
+def data_hash(keys: Iterable[str]) -> str:
+    """sha256 over the training items' keys, in order: which data a checkpoint was trained on."""
+    digest = hashlib.sha256()
+    for key in keys:
+        digest.update(key.encode())
+        digest.update(b"\n")
+    return f"sha256:{digest.hexdigest()}"
+
+
+def export_policy(
+    adapter_dir: str | os.PathLike[str], registry_dir: str | os.PathLike[str], *, role: str, version: str, base_model: str,
+    config: dict[str, Any] | None = None, eval_metrics: dict[str, float] | None = None, training_data_hash: str | None = None,
+    promote: bool = False,
+) -> PolicyManifest:  # fmt: skip
+    """Publish ``adapter_dir`` as ``<registry_dir>/<role>/<version>`` with its manifest."""
+    manifest = PolicyManifest(
+        role=role, version=version, base_model=base_model, config=dict(config or {}),
+        eval_metrics={k: float(v) for k, v in (eval_metrics or {}).items()}, training_data_hash=training_data_hash, promote=promote,
+    )  # fmt: skip
+    return PolicyRegistry(registry_dir).publish(adapter_dir, manifest)

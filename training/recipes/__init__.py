@@ -1,0 +1,50 @@
+"""Training recipes: GRPO for Memory-R1's manager and answerer, LoGo-GRPO for Memory-R2.
+
+config        typed configs (pydantic), `load_config` for YAML / JSON files
+policy        `Policy` (base + LoRA: sampling and scoring), `PolicyBackend` (the LLMBackend protocol)
+rollouts      in-process or vLLM rollouts (runtime LoRA reload after each update)
+update        `ppo_update`: PPO-clip + KL to the adapter-free model + entropy, over scored rows
+metrics       the JSONL metrics log and the PNG of its curves
+grpo          `GRPORecipe`: the shared single-call GRPO loop (setup / train / save_checkpoint / cleanup)
+grpo_manager  `ManagerGRPORecipe`: Memory-R1's manager with a frozen answerer as the reward
+grpo_answerer `AnswererGRPORecipe`: Memory-R1's answer agent on (question, k memories, gold)
+logo_grpo     `LogoGRPORecipe`: Memory-R2's shared extractor + manager, LoGo groups, curriculum
+"""
+
+from .config import AnswererGRPOConfig, LoRASettings, LogoGRPOConfig, ManagerGRPOConfig, PublishSettings, RecipeConfig, load_config
+from .grpo import GroupEnv, GRPORecipe, RecipeData, Sampled, SampledGroup, step_seed
+from .metrics import MetricsLog, plot_metrics, read_metrics
+from .policy import Generated, Policy, PolicyBackend, Scored, render_chat
+from .rollouts import InProcessRollouts, RolloutEngine, VLLMRollouts, rollout_engine
+from .update import Row, UpdateStats, ppo_update
+
+__all__ = [
+    "AnswererGRPOConfig",
+    "GRPORecipe",
+    "Generated",
+    "GroupEnv",
+    "InProcessRollouts",
+    "LoRASettings",
+    "LogoGRPOConfig",
+    "ManagerGRPOConfig",
+    "MetricsLog",
+    "Policy",
+    "PolicyBackend",
+    "PublishSettings",
+    "RecipeConfig",
+    "RecipeData",
+    "RolloutEngine",
+    "Row",
+    "Sampled",
+    "SampledGroup",
+    "Scored",
+    "UpdateStats",
+    "VLLMRollouts",
+    "load_config",
+    "plot_metrics",
+    "ppo_update",
+    "read_metrics",
+    "render_chat",
+    "rollout_engine",
+    "step_seed",
+]

@@ -1,0 +1,179 @@
+"""Typed recipe configs: one pydantic model per recipe, loaded from YAML or JSON.
+
+Every field has a default that runs on a CPU; a config file only names what it changes
+(``training/configs/*.yaml``). Unknown keys are errors, so a typo never silently trains
+with a default. The defaults follow the papers where they say something:
+
+    Memory-R1 (manager / answerer GRPO)   group size 8, clip 0.2, KL k3, EM reward
+    Memory-R2 (LoGo-GRPO)                 clip 0.2, dual clip c = 3, log-ratio cap 3, KL 0.001
+                                          (k3), entropy 0.001, lr 2e-6, 2 PPO epochs,
+                                          step-level ratio, curriculum 8 -> 16 -> 32 sessions
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..losses import AggregationMode, KLEstimator, PPOClipConfig, RatioLevel
+
+__all__ = [
+    "LoRASettings",
+    "PublishSettings",
+    "RecipeConfig",
+    "ManagerGRPOConfig",
+    "AnswererGRPOConfig",
+    "LogoGRPOConfig",
+    "load_config",
+]
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LoRASettings(_Config):
+    rank: int = Field(16, ge=1)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="0 keeps rollout and scoring forward passes identical.")
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+class PublishSettings(_Config):
+    """Where the final (best-validation) adapter goes when training ends."""
+
+    registry_dir: str
+    version: str
+    promote: bool = Field(False, description="Let clients that watch the registry switch without being asked.")
+
+
+class RecipeConfig(_Config):
+    """What every GRPO-family recipe needs: model, LoRA, sampling, loss, schedule, device."""
+
+    # -- model ---------------------------------------------------------------------------------
+    model_path: str | None = Field(None, description="A transformers model folder; None: the converted SmolLM2-135M.")
+    base_model: str = Field("smollm2", description="The served base model name written into the manifest.")
+    lora: LoRASettings = LoRASettings()
+    device: str = "cpu"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    num_threads: int | None = Field(None, description="torch CPU threads; None leaves torch's default.")
+    # -- sampling (the rollouts) ---------------------------------------------------------------
+    group_size: int = Field(8, ge=2, description="n rollouts per prompt: a GRPO group.")
+    prompts_per_step: int = Field(2, ge=1, description="Groups sampled per optimisation step.")
+    temperature: float = Field(1.0, gt=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(96, ge=1)
+    rollout_backend: Literal["in-process", "vllm"] = "in-process"
+    vllm_base_url: str | None = Field(None, description="Needed for rollout_backend 'vllm': a server started with --enable-lora.")
+    # -- loss ----------------------------------------------------------------------------------
+    lr: float = Field(1e-5, gt=0.0)
+    weight_decay: float = 0.0
+    max_grad_norm: float | None = 1.0
+    ppo_epochs: int = Field(1, ge=1)
+    micro_batch_size: int = Field(8, ge=1, description="Rows per forward pass when scoring; gradients accumulate.")
+    clip_eps_low: float = 0.2
+    clip_eps_high: float = 0.2
+    dual_clip_c: float | None = None
+    log_ratio_cap: float | None = 3.0
+    ratio_level: RatioLevel = "token"
+    aggregation: AggregationMode = "seq-mean-token-mean"
+    kl_coef: float = Field(0.001, ge=0.0)
+    kl_estimator: KLEstimator = "k3"
+    entropy_coef: float = Field(0.0, ge=0.0)
+    scale_by_std: bool = Field(True, description="GRPO (True) or Dr.GRPO (False, no std division).")
+    drop_zero_variance: bool = Field(True, description="DAPO dynamic sampling: groups with equal rewards carry no signal.")
+    # -- schedule and output ----------------------------------------------------------------------
+    steps: int = Field(20, ge=0)
+    seed: int = 0
+    eval_every: int = Field(0, ge=0, description="0: evaluate only before and after training.")
+    checkpoint_every: int = Field(10, ge=1)
+    output_dir: str = "build/train"
+    progress: bool = True
+    publish: PublishSettings | None = None
+
+    @model_validator(mode="after")
+    def _vllm_needs_url(self) -> "RecipeConfig":
+        if self.rollout_backend == "vllm" and not self.vllm_base_url:
+            raise ValueError("rollout_backend 'vllm' needs vllm_base_url")
+        return self
+
+    def clip(self) -> PPOClipConfig:
+        return PPOClipConfig(self.clip_eps_low, self.clip_eps_high, self.dual_clip_c, self.log_ratio_cap, self.ratio_level, self.aggregation)
+
+
+class ManagerGRPOConfig(RecipeConfig):
+    """Memory-R1's manager: LoCoMo per-turn states, reward = EM (or F1) of a frozen answerer."""
+
+    metric: Literal["em", "f1"] = "em"
+    answerer: Literal["extractive", "base-llm"] = Field(
+        "extractive", description="The frozen answer agent: the extractive heuristic, or the base model (adapter off)."
+    )
+    embedder: Literal["minilm", "hash"] = "minilm"
+    related_k: int = Field(5, ge=1)
+    answer_k: int = Field(60, ge=1)
+    qa_per_group: int | None = Field(2, description="Questions judging a group, drawn once per group.")
+    train_ids: tuple[str, ...] = ("conv-26",)
+    val_ids: tuple[str, ...] = ("conv-30",)
+    max_train_states: int | None = 32
+    max_val_states: int | None = 8
+    max_tokens: int = 96
+
+
+class AnswererGRPOConfig(RecipeConfig):
+    """Memory-R1's answer agent: (question, top-k memories, gold) with EM or F1."""
+
+    metric: Literal["em", "f1"] = "f1"
+    embedder: Literal["minilm", "hash"] = "minilm"
+    answer_k: int = Field(60, ge=1, description="Memories shown per question (Memory-R1: 60).")
+    train_ids: tuple[str, ...] = ("conv-26",)
+    val_ids: tuple[str, ...] = ("conv-30",)
+    max_train_questions: int | None = 64
+    max_val_questions: int | None = 16
+    max_tokens: int = 48
+
+
+class LogoGRPOConfig(RecipeConfig):
+    """Memory-R2: one backbone for extractor + manager, LoGo-GRPO over session episodes."""
+
+    p_local: float = Field(0.5, ge=0.0, le=1.0, description="Per session, the chance of a local branch.")
+    rerolls: int = Field(4, ge=2, description="m re-rolls from the anchor state per local group.")
+    curriculum: tuple[int, ...] = Field((8, 16, 32), description="Sessions per episode, stage by stage.")
+    chunk_turns: int = Field(4, ge=1)
+    related_k: int = Field(5, ge=1)
+    answer_k: int = Field(60, ge=1)
+    qa_per_session: int | None = 2
+    alpha: float = 0.7
+    lambda_comp: float = 0.3
+    embedder: Literal["minilm", "hash"] = "minilm"
+    answerer: Literal["extractive", "base-llm"] = "extractive"
+    train_ids: tuple[str, ...] = ("conv-26",)
+    val_ids: tuple[str, ...] = ("conv-30",)
+    # Memory-R2's public settings
+    group_size: int = 4
+    prompts_per_step: int = 1
+    lr: float = 2e-6
+    ppo_epochs: int = 2
+    dual_clip_c: float | None = 3.0
+    ratio_level: RatioLevel = "step"
+    aggregation: AggregationMode = "step-mean"
+    entropy_coef: float = 0.001
+    max_tokens: int = 96
+
+
+C = TypeVar("C", bound=RecipeConfig)
+
+
+def load_config(path: str | os.PathLike[str], cls: type[C], **overrides: object) -> C:
+    """Read a YAML (.yaml/.yml) or JSON file into ``cls``; ``overrides`` win over the file."""
+    text = Path(path).read_text()
+    if str(path).endswith((".yaml", ".yml")):
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+    else:
+        data = json.loads(text)
+    return cls.model_validate({**data, **{k: v for k, v in overrides.items() if v is not None}})

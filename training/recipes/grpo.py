@@ -1,0 +1,243 @@
+"""The GRPO recipe skeleton shared by Memory-R1's two agents (manager, answerer).
+
+Both train one policy on single-call prompts: sample a group of n replies per prompt, score
+each reply with an environment, normalise rewards within the group, take PPO steps. They
+differ only in what a state is and how a reply is scored, which is the `GroupEnv` a
+subclass builds in `_setup_data`; `train()` is the same loop for both and reads top to
+bottom:
+
+    for step in range(start, steps):
+        1. rollouts    prompts_per_step states, n samples each, from the current policy
+        2. advantages  GRPO within each group; zero-variance groups dropped (DAPO)
+        3. update      ppo_epochs of PPO-clip + KL(k3) to the adapter-free model + entropy
+        4. sync        the rollout engine sees the new weights (vLLM: reload the adapter)
+        5. log         one JSONL row; eval on validation every eval_every steps; checkpoint
+
+torchtune's recipe shape: ``setup`` / ``train`` / ``save_checkpoint`` / ``cleanup``.
+"""
+
+from __future__ import annotations
+
+import abc
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+import torch
+
+from memsdk.llm.base import SamplingParams
+
+from ..advantages import GroupedAdvantages, grouped_advantages
+from ..checkpoint import data_hash, export_policy, latest_checkpoint, load_checkpoint, save_checkpoint
+from .config import RecipeConfig
+from .metrics import MetricsLog, plot_metrics
+from .policy import Policy
+from .rollouts import RolloutEngine, rollout_engine
+from .update import Row, UpdateStats, ppo_update
+
+__all__ = ["Sampled", "SampledGroup", "GroupEnv", "RecipeData", "GRPORecipe", "step_seed"]
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Sampled:
+    token_ids: tuple[int, ...]
+    text: str  # the whole reply as the runtime would parse it (response prefix included)
+    reward: float
+    parse_failed: bool = False
+
+
+@dataclass(frozen=True)
+class SampledGroup:
+    key: str
+    prompt: str  # rendered: exactly the text generation started from
+    samples: tuple[Sampled, ...]
+
+    @property
+    def rewards(self) -> list[float]:
+        return [s.reward for s in self.samples]
+
+
+class GroupEnv(Protocol[S]):
+    def sample(self, state: S, params: SamplingParams, *, seed: int) -> SampledGroup:
+        """params.n replies to one state, each scored."""
+        ...
+
+    def evaluate(self, states: Sequence[S]) -> dict[str, float]:
+        """Greedy replies of the current policy on held-out states -> metrics (key "reward" required)."""
+        ...
+
+    def key(self, state: S) -> str: ...
+
+
+@dataclass(frozen=True)
+class RecipeData(Generic[S]):
+    env: GroupEnv[S]
+    train: Sequence[S]
+    val: Sequence[S]
+
+
+def step_seed(seed: int, *parts: object) -> int:
+    """A 31-bit seed for one call, from the run seed and where in the run the call is."""
+    return random.Random(":".join(map(str, (seed, *parts)))).getrandbits(31)
+
+
+class GRPORecipe(abc.ABC, Generic[S]):
+    role: str = "manager"
+
+    def __init__(self, config: RecipeConfig) -> None:
+        self.config = config
+        self.out = Path(config.output_dir)
+        self.step = 0
+        self.best: dict[str, float] | None = None
+        self.evals: list[dict[str, float]] = []
+
+    # -- setup -----------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[S]:
+        """Build the environment and the train / validation states."""
+
+    def setup(self) -> None:
+        cfg = self.config
+        random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.policy = Policy.from_config(cfg)
+        self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.rollouts = rollout_engine(cfg, self.policy, self.out)
+        self.data = self._setup_data(self.policy, self.rollouts)
+        if not self.data.train:
+            raise ValueError("no training states")
+        if (last := latest_checkpoint(self.out / "checkpoints" / "last")) is not None:
+            state = load_checkpoint(last, policy=self.policy, optimizer=self.optimizer)
+            self.step, self.best, self.evals = state.step, state.extra.get("best"), state.extra.get("evals", [])
+            self.rollouts.sync(self.policy)
+        self.metrics = MetricsLog(self.out / "metrics.jsonl", resume_step=self.step)
+
+    # -- one step's pieces ---------------------------------------------------------------------
+    def states_for(self, step: int) -> list[S]:
+        """prompts_per_step states; epoch e visits the train set in a seeded permutation of its own,
+        so a resumed run continues with exactly the states the interrupted one would have used."""
+        train, k = self.data.train, self.config.prompts_per_step
+        out = []
+        for i in range(step * k, (step + 1) * k):
+            epoch, pos = divmod(i, len(train))
+            order = random.Random(f"{self.config.seed}:epoch:{epoch}").sample(range(len(train)), len(train))
+            out.append(train[order[pos]])
+        return out
+
+    def sampling_params(self, seed: int) -> SamplingParams:
+        c = self.config
+        return SamplingParams(temperature=c.temperature, top_p=c.top_p, max_tokens=c.max_tokens, n=c.group_size, seed=seed)
+
+    def advantages(self, groups: Sequence[SampledGroup]) -> GroupedAdvantages:
+        """A_i = (R_i - mean R) / (std R + eta) per group (Dr.GRPO without the std)."""
+        return grouped_advantages([g.rewards for g in groups], scale_by_std=self.config.scale_by_std)
+
+    def rows(self, groups: Sequence[SampledGroup], adv: GroupedAdvantages) -> list[Row]:
+        out = []
+        for a, g_idx, m_idx in zip(adv.advantages.tolist(), adv.group_index.tolist(), adv.member_index.tolist()):
+            if self.config.drop_zero_variance and not adv.keep[g_idx]:
+                continue
+            group = groups[g_idx]
+            out.append(Row(group.prompt, group.samples[m_idx].token_ids, a))
+        return out
+
+    # -- the loop --------------------------------------------------------------------------------
+    def train(self) -> list[dict[str, Any]]:
+        from tqdm import tqdm
+
+        cfg, env = self.config, self.data.env
+        if self.step == 0 and not self.evals:
+            self.evals.append({"step": 0, **self.evaluate()})  # the baseline every later eval is compared to
+        bar = tqdm(range(self.step, cfg.steps), initial=self.step, total=cfg.steps, desc=f"grpo-{self.role}", disable=not cfg.progress)
+        rows_logged = []
+        for step in bar:
+            started = time.perf_counter()
+            # 1. rollouts: a group of n replies per state, sampled from the current weights
+            states = self.states_for(step)
+            groups = [env.sample(s, self.sampling_params(step_seed(cfg.seed, step, k)), seed=step_seed(cfg.seed, "qa", step, k)) for k, s in enumerate(states)]
+            # 2. group-relative advantages; groups whose rewards are all equal carry no signal
+            adv = self.advantages(groups)
+            rows = self.rows(groups, adv)
+            # 3. PPO epochs on the rows (nothing to learn from when every group was uniform)
+            stats = ppo_update(self.policy, self.optimizer, rows, cfg) if rows else UpdateStats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            # 4. the next rollouts must come from the updated weights
+            self.rollouts.sync(self.policy)
+            self.step = step + 1
+            # 5. metrics, evaluation, checkpoints
+            row = self._metrics_row(groups, adv, stats, len(rows), time.perf_counter() - started)
+            if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
+                row.update({f"eval_{k}": v for k, v in self._evaluate_and_keep_best().items()})
+            if self.step == cfg.steps:
+                row.update({f"eval_{k}": v for k, v in self._evaluate_and_keep_best().items()})
+            self.metrics.write(row)
+            rows_logged.append(row)
+            bar.set_postfix(reward=f"{row['reward_mean']:.2f}", kl=f"{row['kl']:.3f}")
+            if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
+                self.save_checkpoint()
+        plot_metrics(self.out / "metrics.jsonl", self.out / "curves.png")
+        if cfg.publish is not None:
+            self.publish()
+        return rows_logged
+
+    def _metrics_row(self, groups: Sequence[SampledGroup], adv: GroupedAdvantages, stats: UpdateStats, n_rows: int, seconds: float) -> dict[str, Any]:
+        rewards = torch.tensor([r for g in groups for r in g.rewards], dtype=torch.float64)
+        samples = [s for g in groups for s in g.samples]
+        return {
+            "step": self.step,
+            "reward_mean": float(rewards.mean()),
+            "reward_std": float(rewards.std(correction=0)),
+            "zero_variance_fraction": float((~adv.keep).double().mean()),
+            "kl": stats.kl,
+            "entropy": stats.entropy,
+            "clip_fraction": stats.clip_fraction,
+            "dual_clip_fraction": stats.dual_clip_fraction,
+            "response_length": sum(len(s.token_ids) for s in samples) / len(samples),
+            "parse_failure_rate": sum(s.parse_failed for s in samples) / len(samples),
+            "loss": stats.loss,
+            "grad_norm": stats.grad_norm,
+            "rows": n_rows,
+            "seconds": seconds,
+        }
+
+    # -- evaluation and checkpoints ----------------------------------------------------------------
+    def evaluate(self) -> dict[str, float]:
+        return self.data.env.evaluate(self.data.val) if self.data.val else {}
+
+    def _evaluate_and_keep_best(self) -> dict[str, float]:
+        result = self.evaluate()
+        self.evals.append({"step": self.step, **result})
+        if result and (self.best is None or result["reward"] > self.best["reward"]):
+            self.best = {"step": self.step, **result}
+            self.save_checkpoint(self.out / "checkpoints" / "best")
+        return result
+
+    def save_checkpoint(self, path: Path | None = None) -> Path:
+        return save_checkpoint(
+            path or self.out / "checkpoints" / "last", policy=self.policy, optimizer=self.optimizer, step=self.step,
+            config=self.config.model_dump(mode="json"), extra={"best": self.best, "evals": self.evals},
+        )  # fmt: skip
+
+    def best_adapter(self) -> Path:
+        """The best validation checkpoint's adapter (the last one when there was no validation)."""
+        best = latest_checkpoint(self.out / "checkpoints" / "best")
+        return (best or self.out / "checkpoints" / "last") / "adapter"
+
+    def publish(self) -> Any:
+        p = self.config.publish
+        assert p is not None
+        metrics = {k: v for k, v in (self.best or {}).items() if k != "step"}
+        return export_policy(
+            self.best_adapter(), p.registry_dir, role=self.role, version=p.version, base_model=self.config.base_model,
+            config=self.config.model_dump(mode="json"), eval_metrics=metrics,
+            training_data_hash=data_hash(self.data.env.key(s) for s in self.data.train), promote=p.promote,
+        )  # fmt: skip
+
+    def cleanup(self) -> None:
+        self.rollouts.backend.close()
+        del self.policy, self.optimizer

@@ -1,0 +1,67 @@
+"""Where rollouts are sampled: in-process with the trained weights, or on a vLLM server.
+
+In-process (CPU tests, small runs): `PolicyBackend` generates with the live LoRA model, so
+nothing needs syncing. vLLM (GPU runs): the server samples with a runtime LoRA adapter that
+the trainer re-saves and reloads in place after every update (``load_inplace``), so the
+next rollouts come from the updated policy; token ids come back with ``return_token_ids``
+and are scored in-process against the same rendered prompt.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Protocol
+
+from memsdk.llm.base import LLMBackend
+
+from .config import RecipeConfig
+from .policy import Policy
+
+__all__ = ["RolloutEngine", "InProcessRollouts", "VLLMRollouts", "rollout_engine"]
+
+
+class RolloutEngine(Protocol):
+    backend: LLMBackend
+    model: str | None  # the name policies route to (PolicyConfig.model)
+
+    def sync(self, policy: Policy) -> None:
+        """Make the next rollouts sample from ``policy``'s current weights."""
+        ...
+
+
+class InProcessRollouts:
+    def __init__(self, policy: Policy) -> None:
+        self.backend: LLMBackend = policy.backend()
+        self.model: str | None = None
+
+    def sync(self, policy: Policy) -> None:
+        """Nothing to do: the backend generates with the live weights."""
+
+
+class VLLMRollouts:
+    def __init__(self, base_url: str, base_model: str, work_dir: Path, *, adapter_name: str = "training-policy") -> None:
+        from memsdk.llm import OpenAICompatibleBackend
+
+        self.backend = OpenAICompatibleBackend(base_url, model=base_model)
+        self.model = adapter_name
+        self._dir, self._loaded = Path(work_dir), False
+
+    def sync(self, policy: Policy) -> None:
+        # a fresh folder per sync: vLLM may still read the previous one while it reloads
+        target = self._dir / "rollout-adapter.next"
+        shutil.rmtree(target, ignore_errors=True)
+        policy.save_adapter(target)
+        final = self._dir / "rollout-adapter"
+        shutil.rmtree(final, ignore_errors=True)
+        target.rename(final)
+        self.backend.load_lora_adapter(self.model, str(final.resolve()), replace=self._loaded)  # type: ignore[attr-defined]
+        self._loaded = True
+
+
+def rollout_engine(config: RecipeConfig, policy: Policy, work_dir: Path) -> RolloutEngine:
+    if config.rollout_backend == "vllm":
+        engine: RolloutEngine = VLLMRollouts(config.vllm_base_url or "", config.base_model, work_dir)
+        engine.sync(policy)  # the untrained adapter (B = 0): identical to the base model
+        return engine
+    return InProcessRollouts(policy)
