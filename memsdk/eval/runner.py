@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from contextlib import ExitStack, closing
+from contextlib import ExitStack, closing, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -181,6 +181,8 @@ class Evaluator:
         finally:
             client.close()
             shutil.rmtree(self.out_dir / "work" / conv.sample_id, ignore_errors=True)
+            with suppress(OSError):  # other conversations may still be building there
+                (self.out_dir / "work").rmdir()
 
     def _ingest(self, client: MemoryClient, conv: LocomoConversation, turns: list[Turn], counter: CountingBackend | None) -> IngestStats:
         scope_of = dict(zip(conv.speakers, speaker_scopes(conv)))
