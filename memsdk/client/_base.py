@@ -24,7 +24,7 @@ from memsdk.client.pipeline import ActivePolicies, AnswerOutcome, Apply, IngestO
 from memsdk.client.policies import PolicySet, Switch
 from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo
 from memsdk.config import ClientConfig
-from memsdk.embedding.base import Embedder
+from memsdk.embedding.base import CachedEmbedder, Embedder
 from memsdk.errors import ClientClosed, InvalidInput, PolicyError
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import PolicyRegistry
@@ -101,11 +101,11 @@ class BaseClient:
             from memsdk.embedding.minilm import SentenceTransformerEmbedder
             from memsdk.store import open_transport
 
-            self._embedder = TimedEmbedder(embedder or SentenceTransformerEmbedder(threads=self.config.embedder_threads))
+            self._embedder = TimedEmbedder(CachedEmbedder(embedder or SentenceTransformerEmbedder(threads=self.config.embedder_threads)))
             location = self.config.qdrant_url or self.config.data_dir / "store"
             self.bank = MemoryBank(open_transport(location, dim=self._embedder.dim, api_key=self.config.qdrant_api_key), self._embedder)
         else:
-            self._embedder = TimedEmbedder(bank.embedder)
+            self._embedder = TimedEmbedder(CachedEmbedder(bank.embedder))
             bank.embedder = self._embedder
             self.bank = bank
         try:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Embedder", "HashEmbedder"]
+__all__ = ["Embedder", "HashEmbedder", "CachedEmbedder"]
 
 
 @runtime_checkable
@@ -67,3 +69,48 @@ def _unit(dim: int) -> np.ndarray:
     v = np.zeros(dim, dtype=np.float32)
     v[0] = 1.0
     return v
+
+
+class CachedEmbedder:
+    """Remembers the vectors of the last ``size`` texts.
+
+    Ingest embeds each fact twice otherwise: once to find related memories, once when the
+    manager ADDs or UPDATEs it with the same text. Vectors are deterministic per text, so a
+    hit is exact.
+    """
+
+    def __init__(self, inner: Embedder, size: int = 1024) -> None:
+        self.inner, self.size = inner, size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            fresh = self.inner.embed(missing)
+            with self._lock:
+                for text, vector in zip(missing, fresh):
+                    self._cache[text] = vector
+                    self._cache.move_to_end(text)
+                while len(self._cache) > self.size:
+                    self._cache.popitem(last=False)
+                found = {t: self._cache.get(t) for t in texts}
+        else:
+            with self._lock:
+                found = {t: self._cache[t] for t in texts}
+        if missing:  # an entry evicted between the two locked sections: embed it again
+            gone = [t for t, v in found.items() if v is None]
+            found.update(zip(gone, self.inner.embed(gone)) if gone else ())
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            out[row] = found[text]
+        return out
