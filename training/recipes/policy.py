@@ -142,7 +142,7 @@ class Policy:
             temperature=params.temperature if sampling else None, top_p=params.top_p if sampling else None,
         )  # fmt: skip
         if params.stop:
-            kwargs.update(stop_strings=list(params.stop), tokenizer=tok)
+            kwargs.update(stopping_criteria=_stop_on_text(tok, enc["input_ids"].shape[1], params.stop))
         if params.seed is not None:
             torch.manual_seed(params.seed)
         with self.model.disable_adapter() if not use_adapter else nullcontext():
@@ -194,6 +194,22 @@ class Policy:
 
     def backend(self) -> "PolicyBackend":
         return PolicyBackend(self)
+
+
+def _stop_on_text(tokenizer: Any, width: int, stop: Sequence[str]) -> Any:
+    """Stop a row once its decoded reply contains a stop string.
+
+    Decoding the reply is tokenizer-agnostic; transformers' ``stop_strings`` precomputes a
+    table from the vocabulary and fails on word-level vocabularies (the test models).
+    """
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StopOnText(StoppingCriteria):
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+            texts = tokenizer.batch_decode(input_ids[:, width:], skip_special_tokens=True)
+            return torch.tensor([any(s in t for s in stop) for t in texts], dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([StopOnText()])
 
 
 class PolicyBackend:

@@ -23,7 +23,8 @@ __all__ = ["RolloutEngine", "InProcessRollouts", "VLLMRollouts", "rollout_engine
 
 class RolloutEngine(Protocol):
     backend: LLMBackend
-    model: str | None  # the name policies route to (PolicyConfig.model)
+    model: str | None  # the name the trained policy is routed by (PolicyConfig.model)
+    base: str  # the name of the frozen base model (a frozen LLM answerer uses it)
 
     def sync(self, policy: Policy) -> None:
         """Make the next rollouts sample from ``policy``'s current weights."""
@@ -32,8 +33,9 @@ class RolloutEngine(Protocol):
 
 class InProcessRollouts:
     def __init__(self, policy: Policy) -> None:
-        self.backend: LLMBackend = policy.backend()
+        self.backend: LLMBackend = policy.backend()  # type: ignore[assignment]
         self.model: str | None = None
+        self.base = policy.backend().base_name
 
     def sync(self, policy: Policy) -> None:
         """Nothing to do: the backend generates with the live weights."""
@@ -44,7 +46,7 @@ class VLLMRollouts:
         from memsdk.llm import OpenAICompatibleBackend
 
         self.backend = OpenAICompatibleBackend(base_url, model=base_model)
-        self.model = adapter_name
+        self.model, self.base = adapter_name, base_model
         self._dir, self._loaded = Path(work_dir), False
 
     def sync(self, policy: Policy) -> None:

@@ -87,8 +87,8 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rows: Sequence[
             loss = pg.loss + config.kl_coef * kl + ent.loss
             (loss * weight).backward()
             totals["loss"] += float(loss.detach()) * weight
-            totals["kl"] += float(kl) * weight
-            totals["entropy"] += float(ent.entropy) * weight
+            totals["kl"] += float(kl.detach()) * weight
+            totals["entropy"] += float(ent.entropy.detach()) * weight
             totals["clip"] += float(pg.clip_region_fraction) * weight
             totals["dual"] += float(pg.dual_clip_fraction) * weight
         norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm if config.max_grad_norm else float("inf"))

@@ -97,3 +97,62 @@ class OpChoiceEnv:
         greedy = SamplingParams(temperature=0.0, max_tokens=1)
         texts = [c.text for c in (self.backend.chat(self.messages(s), params=greedy).choices[0] for s in states)]
         return {"reward": sum(self.reward(s, t) for s, t in zip(states, texts)) / len(states)}
+
+
+# -- a tiny model that speaks the Memory-R2 reply formats ---------------------------------------
+# Metaspace words ("▁alice") decode with their spaces, and the JSON pieces are single tokens,
+# so a reply is a handful of tokens; a short supervised warm-up teaches the formats (with
+# random content), so rollouts write memories and session rewards differ between samples.
+# Metaspace puts "▁" before every piece, the first one of a reply included
+FORMAT_PIECES = ['▁{"facts":', '▁["', '▁{"ops":', '▁[{"op":', '▁"', '▁"]}', '▁ADD",', '▁"text":', '▁"}]}', '▁NOOP"}]}']
+FORMAT_WORDS = ["▁alice", "▁bob", "▁likes", "▁has", "▁tea", "▁dog", "▁cat", "▁paris"]
+
+
+def make_format_model(folder: Path, *, seed: int = 0, warmup_steps: int = 80) -> Path:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<unk>", "<eos>", "▁<|system|>", "▁<|user|>", "▁<|assistant|>"]
+    vocab = {w: i for i, w in enumerate(dict.fromkeys([*specials, *FORMAT_PIECES, *FORMAT_WORDS]))}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    core.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>")
+    tokenizer.chat_template = TEMPLATE
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=4096, pad_token_id=vocab["<pad>"], eos_token_id=vocab["<eos>"],
+        bos_token_id=None, tie_word_embeddings=False,
+    )  # fmt: skip
+    model = LlamaForCausalLM(config)
+    rng = random.Random(seed)
+    words = [w.lstrip("▁") for w in FORMAT_WORDS]
+
+    def example() -> tuple[str, str]:
+        content = " ".join(rng.choice(words) for _ in range(rng.randint(1, 3)))
+        if rng.random() < 0.5:
+            return '<|assistant|> {"facts": ["', content + ' "]}'
+        reply = 'ADD", "text": " ' + content + ' "}]}' if rng.random() < 0.7 else 'NOOP"}]}'
+        return '<|assistant|> {"ops": [{"op": "', reply
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(warmup_steps):
+        pairs = [example() for _ in range(16)]
+        prompts = [tokenizer(p, add_special_tokens=False)["input_ids"] for p, _ in pairs]
+        replies = [tokenizer(r, add_special_tokens=False)["input_ids"] + [vocab["<eos>"]] for _, r in pairs]
+        width = max(len(p) + len(r) for p, r in zip(prompts, replies))
+        ids = torch.full((len(pairs), width), vocab["<pad>"])
+        labels = torch.full((len(pairs), width), -100)
+        for row, (p, r) in enumerate(zip(prompts, replies)):
+            ids[row, : len(p) + len(r)] = torch.tensor(p + r)
+            labels[row, len(p) : len(p) + len(r)] = torch.tensor(r)
+        loss = model(input_ids=ids, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.generation_config.pad_token_id = vocab["<pad>"]
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -1,0 +1,121 @@
+"""LoGo-GRPO on a tiny model that speaks the Memory-R2 reply formats: local groups re-roll from
+the anchor's restored memory, differ from each other, are normalised on their own, and a
+curriculum stage starts from the previous stage's best validation checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from memsdk.embedding import HashEmbedder
+from memsdk.policies import ExtractiveAnswerer
+from memsdk.types import Scope, Turn
+from memsdk_training.advantages import grpo_advantages
+from memsdk_training.env import Episode, QAItem, Session
+from memsdk_training.recipes import LogoGRPOConfig, read_metrics
+from memsdk_training.recipes.logo_grpo import LogoGRPORecipe
+
+from ._tiny import make_format_model
+
+SESSIONS = [
+    [("alice", "alice likes tea"), ("bob", "bob has a dog"), ("alice", "alice likes paris")],
+    [("bob", "bob has a cat"), ("alice", "alice likes the dog")],
+    [("alice", "alice has a cat in paris"), ("bob", "bob likes tea")],
+]
+QUESTIONS = [[QAItem("what does alice like", "tea"), QAItem("what does bob have", "dog")], [QAItem("what does bob have now", "cat")], [QAItem("where is alice", "paris")]]
+
+
+def episode(n_sessions: int, key: str) -> Episode:
+    sessions = tuple(
+        Session(f"{key}/s{i}", tuple(Turn(speaker=s, text=t, turn_id=f"D{i}:{j}") for j, (s, t) in enumerate(turns)), tuple(QUESTIONS[i]))
+        for i, turns in enumerate(SESSIONS[:n_sessions])
+    )
+    return Episode(key, Scope(user_id="u", run_id=key), sessions)
+
+
+class TinyLogo(LogoGRPORecipe):
+    """Synthetic episodes, a hash embedder, the extractive answerer; validation scores scripted
+    per stage so that the best checkpoint is known (and is not the last one) in stage 0."""
+
+    SCRIPT = {0: [0.0, 0.5, 0.1], 1: [0.0, 0.2, 0.3]}
+
+    def __init__(self, config: LogoGRPOConfig) -> None:
+        super().__init__(config)
+        self.start_weights: list[dict[str, torch.Tensor]] = []
+        self._evals = 0
+
+    def _components(self):  # type: ignore[no-untyped-def]
+        return HashEmbedder(64), ExtractiveAnswerer()
+
+    def episodes(self, sessions: int):  # type: ignore[no-untyped-def]
+        return [episode(sessions, "train")], [episode(sessions, "val")]
+
+    def _new_optimizer(self):  # type: ignore[no-untyped-def]
+        self.start_weights.append(self.policy.adapter_state())  # right after the warm start
+        return super()._new_optimizer()
+
+    def _evaluate(self, episodes):  # type: ignore[no-untyped-def]
+        real = super()._evaluate(episodes)
+        stage, index = divmod(self._evals, 3)
+        self._evals += 1
+        return {**real, "reward": self.SCRIPT[stage][index]}
+
+
+@pytest.fixture(scope="module")
+def format_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.set_num_threads(1)
+    return make_format_model(tmp_path_factory.mktemp("fmt") / "model")
+
+
+def records(snapshot) -> list[tuple[str, int, bool]]:  # type: ignore[no-untyped-def]
+    return sorted((r.text, r.version, r.deleted) for r in snapshot.records(include_deleted=True))
+
+
+def test_logo_groups_and_curriculum_warm_start(format_model_dir: Path, tmp_path: Path) -> None:
+    config = LogoGRPOConfig(
+        model_path=str(format_model_dir), output_dir=str(tmp_path), num_threads=1, progress=False, seed=3,
+        curriculum=(2, 3), steps=2, eval_every=1, group_size=3, rerolls=3, p_local=1.0, chunk_turns=2, max_tokens=10,
+        temperature=1.0, lr=5e-2, ppo_epochs=1, qa_per_session=None,
+    )  # fmt: skip
+    recipe = TinyLogo(config)
+    recipe.setup()
+    recipe.train()
+
+    step = recipe.last_step
+    assert step is not None
+    local = [(k, g) for k, g in enumerate(step.groups) if g.branch == "local"]
+    assert [g.session for _, g in local] == [0, 1, 2]  # p_local = 1: one local group per session
+    for k, group in local:
+        members = step.members[k]
+        anchor_state = step.rollouts[group.anchor].sessions[group.session].before
+        # built from the anchor's memory as it was before the session
+        assert all(records(m.before) == records(anchor_state) for m in members)
+        # sampled at the training temperature: the re-rolls did not all write the same replies
+        assert len({tuple(c.raw_output for c in m.calls) for m in members}) > 1
+    assert any(records(step.rollouts[g.anchor].sessions[1].before) for _, g in local if g.session == 1)  # a non-trivial anchor
+
+    # each group normalised on its own: its advantages are GRPO over its rewards alone
+    adv = step.advantages
+    for k, group in enumerate(step.groups):
+        mine = adv.advantages[adv.group_index == k]
+        expected = grpo_advantages(list(group.rewards)) if adv.keep[k] else torch.zeros(len(group.rewards))
+        torch.testing.assert_close(mine, expected.to(mine.dtype))
+    assert any(adv.keep[k] for k, _ in local), "no local group had reward variance; the test model is too uniform"
+
+    # the curriculum: stage 1 starts from stage 0's best checkpoint (step 1), not from its last (step 2)
+    stage0 = tmp_path / "stage-0-2"
+    assert recipe.stage_starts == [None, stage0 / "best"]
+    assert torch.load(stage0 / "best" / "trainer.pt", weights_only=False)["step"] == 1
+    best = load_file(str(stage0 / "best" / "adapter" / "adapter_model.safetensors"))
+    last = load_file(str(stage0 / "last" / "adapter" / "adapter_model.safetensors"))
+    start = {k.replace(".default", ""): v for k, v in recipe.start_weights[1].items()}
+    assert set(start) == set(best)
+    assert all(torch.equal(start[k], best[k]) for k in best)
+    assert any(not torch.equal(best[k], last[k]) for k in best), "stage 0 did not move after its best step"
+
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [(r["stage"], r["step"]) for r in rows] == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    assert all(r["local_groups"] >= 1 and 0 <= r["parse_failure_rate"] <= 1 for r in rows)

@@ -1,0 +1,116 @@
+"""Memory-R1's answer agent trained with GRPO on (question, top-k memories, gold answer).
+
+    state   a LoCoMo question, the k memories retrieval returns for it (Memory-R1: 60), its gold
+    reply   the answerer's JSON {"evidence": [...], "answer": "..."}, sampled n times
+    reward  EM or token F1 of the parsed answer against the gold (unparseable -> "unknown")
+
+The memory a question is answered from is the conversation's turns, one memory per turn as
+the heuristic extractor renders it (the same rendering `locomo_states` builds manager
+states with), searched through `MemoryBank.search` as the client does. The answerer is the
+runtime's `LLMAnswerer` on the training backend, so the published adapter runs with the
+prompt it was trained on. Trained separately from the manager, as in the paper.
+
+Run: ``python -m memsdk_training train answerer --config training/configs/answerer_grpo.yaml``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from memsdk.bank import MemoryBank
+from memsdk.embedding import Embedder
+from memsdk.llm.base import SamplingParams
+from memsdk.policies import UNKNOWN, HeuristicExtractor, LLMAnswerer, PolicyConfig
+from memsdk.policies.parsing import parse
+from memsdk.policies.schemas import AnswerOut
+from memsdk.store.memory import InMemoryTransport
+from memsdk.types import Actor, Op, Scope, ScoredMemory
+
+from ..env import conversation, locomo_qa, locomo_sessions
+from ..rewards import exact_match, token_f1
+from .config import AnswererGRPOConfig
+from .grpo import GRPORecipe, RecipeData, Sampled, SampledGroup
+from .grpo_manager import make_embedder
+from .policy import Policy
+from .rollouts import RolloutEngine
+
+__all__ = ["AnswerState", "answer_states", "AnswererGroups", "AnswererGRPORecipe"]
+
+_METRICS = {"em": exact_match, "f1": token_f1}
+
+
+@dataclass(frozen=True)
+class AnswerState:
+    key: str
+    question: str
+    memories: tuple[ScoredMemory, ...]
+    gold: str
+
+
+def answer_states(embedder: Embedder, sample_ids: Sequence[str], *, k: int) -> Iterator[AnswerState]:
+    """Per conversation: every turn in one bank, then each scored question with its top-k memories."""
+    extractor = HeuristicExtractor(min_words=1)
+    actor = Actor(role="locomo-builder", version=HeuristicExtractor.version)
+    for sample_id in sample_ids:
+        conv = conversation(sample_id)
+        scope = Scope(user_id="locomo", run_id=sample_id)
+        bank = MemoryBank(InMemoryTransport(embedder.dim), embedder)
+        ops = [Op.add(f, source_turn_ids=(t.turn_id or "",)) for _, turns in locomo_sessions(conv) for t in turns for f in extractor.extract(t).facts]
+        step = bank.limits.max_ops_per_batch
+        for start in range(0, len(ops), step):
+            bank.apply(scope, ops[start : start + step], actor=actor)
+        for i, item in enumerate(locomo_qa(conv)):
+            yield AnswerState(f"{sample_id}/q{i}", item.question, tuple(bank.search(scope, item.question, limit=k)), item.answer)
+
+
+class AnswererGroups:
+    """`GroupEnv` for the answerer: replies parsed as the runtime parses them, scored against the gold."""
+
+    def __init__(self, answerer: LLMAnswerer, policy: Policy, metric: str) -> None:
+        self.answerer, self.policy, self.score = answerer, policy, _METRICS[metric]
+
+    def key(self, state: AnswerState) -> str:
+        return state.key
+
+    def answer_text(self, reply: str) -> tuple[str, bool]:
+        """The runtime's reading of a reply: parse (with its repair), cut to max_answer_words."""
+        parsed = parse(reply, AnswerOut)
+        if parsed.value is None:
+            return UNKNOWN, True
+        return " ".join(parsed.value.answer.split()[: self.answerer.max_answer_words]) or UNKNOWN, False
+
+    def sample(self, state: AnswerState, params: SamplingParams, *, seed: int) -> SampledGroup:
+        caller, backend = self.answerer.caller, self.answerer.backend
+        request = caller.prepare(backend, **LLMAnswerer.prompt_values(state.question, state.memories))
+        completion = backend.chat(request.messages, params=params.model_copy(update={"stop": request.params.stop}), model=request.model)  # type: ignore[union-attr]
+        samples = []
+        for choice in completion.choices:
+            reply = caller.reply_text(request, choice)
+            answer, failed = self.answer_text(reply)
+            samples.append(Sampled(tuple(choice.token_ids or ()), reply, float(self.score(answer, state.gold)), failed))
+        return SampledGroup(state.key, self.policy.render(request.messages), tuple(samples))
+
+    def evaluate(self, states: Sequence[AnswerState]) -> dict[str, float]:
+        answers = [self.answerer.answer(s.question, s.memories).text for s in states]  # the policy's greedy default
+        n = max(1, len(states))
+        f1 = sum(token_f1(a, s.gold) for a, s in zip(answers, states)) / n
+        em = sum(exact_match(a, s.gold) for a, s in zip(answers, states)) / n
+        return {"reward": f1 if self.score is token_f1 else em, "answer_f1": f1, "answer_em": em, "unknown_rate": sum(a == UNKNOWN for a in answers) / n}
+
+
+class AnswererGRPORecipe(GRPORecipe[AnswerState]):
+    role = "answerer"
+    config: AnswererGRPOConfig
+
+    def __init__(self, config: AnswererGRPOConfig) -> None:
+        super().__init__(config)
+
+    def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[AnswerState]:
+        cfg = self.config
+        embedder = make_embedder(cfg.embedder)
+        answerer = LLMAnswerer(rollouts.backend, PolicyConfig(model=rollouts.model, constrained=False, reask=False))
+        train = list(itertools.islice(answer_states(embedder, cfg.train_ids, k=cfg.answer_k), cfg.max_train_questions))
+        val = list(itertools.islice(answer_states(embedder, cfg.val_ids, k=cfg.answer_k), cfg.max_val_questions))
+        return RecipeData(AnswererGroups(answerer, policy, cfg.metric), train, val)

@@ -1,0 +1,103 @@
+"""Memory-R1's manager trained with GRPO, a frozen answer agent as the reward.
+
+    state   (M_old, facts of turn x, questions whose evidence is x)       LoCoMo conv-26 / conv-30
+    reply   the manager's JSON ops, sampled n times from pi_theta         `ManagerEnv.sample_group`
+    reward  EM (or F1) of the frozen answerer over T(M_old, ops)          the runtime's own bank + parser
+
+The environment is the RL core's `ManagerEnv`; its manager policy is the runtime's
+`LLMManager` on the training backend, so prompts, response prefixes, stop strings, aliases and
+the op guard are exactly what the client will run the published adapter with.
+
+Validation (greedy, on conv-30 states): ``reward`` = answer F1 through the frozen answerer
+(denser than EM, so it picks the best checkpoint more reliably), ``answer_em``,
+``valid_op_rate`` (replies that parse and whose ops the guard and the bank all accept) and
+``parse_failure_rate``.
+
+Run: ``python -m memsdk_training train manager --config training/configs/manager_grpo.yaml``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from memsdk.llm.base import SamplingParams
+from memsdk.policies import Answerer, ExtractiveAnswerer, LLMAnswerer, LLMManager, PolicyConfig
+
+from ..env import EnvConfig, ManagerEnv, MemoryState, locomo_states
+from ..rewards import exact_match
+from .config import ManagerGRPOConfig
+from .grpo import GRPORecipe, RecipeData, Sampled, SampledGroup
+from .policy import Policy
+from .rollouts import RolloutEngine
+
+__all__ = ["ManagerGroups", "ManagerGRPORecipe", "make_embedder", "frozen_answerer"]
+
+
+def make_embedder(kind: str):  # type: ignore[no-untyped-def]
+    from memsdk.embedding import HashEmbedder
+
+    if kind == "hash":
+        return HashEmbedder(64)
+    from memsdk.embedding import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder()
+
+
+def frozen_answerer(kind: str, rollouts: RolloutEngine) -> Answerer:
+    """The extractive heuristic, or the base model with the adapter off (no second copy)."""
+    if kind == "extractive":
+        return ExtractiveAnswerer()
+    return LLMAnswerer(rollouts.backend, PolicyConfig(model=rollouts.base, constrained=False, reask=False))
+
+
+class ManagerGroups:
+    """`GroupEnv` over `ManagerEnv`: groups for training, greedy decisions for validation."""
+
+    def __init__(self, env: ManagerEnv, eval_env: ManagerEnv, policy: Policy, qa_per_group: int | None) -> None:
+        self.env, self.eval_env, self.policy, self.qa_per_group = env, eval_env, policy, qa_per_group
+
+    def key(self, state: MemoryState) -> str:
+        return state.key
+
+    def sample(self, state: MemoryState, params: SamplingParams, *, seed: int) -> SampledGroup:
+        group = self.env.sample_group(state, params, qa_per_group=self.qa_per_group, seed=seed)
+        samples = tuple(Sampled(tuple(r.token_ids or ()), r.output, r.result.reward, r.result.parse_failed) for r in group.rollouts)
+        return SampledGroup(state.key, self.policy.render(group.observation.messages), samples)
+
+    def evaluate(self, states: Sequence[MemoryState]) -> dict[str, float]:
+        manager = self.eval_env.manager
+        f1, em, valid, failed = [], [], [], []
+        for state in states:
+            related = self.eval_env.observe(state).related
+            request = manager.caller.prepare(manager.backend, **manager.prompt_values(state.facts, related))
+            greedy = request.params.model_copy(update={"temperature": 0.0, "n": 1, "seed": None})
+            choice = manager.backend.chat(request.messages, params=greedy, model=request.model).choices[0]
+            result = self.eval_env.step(state, manager.caller.reply_text(request, choice))
+            f1.append(result.reward)
+            em.append(sum(exact_match(a.prediction, a.item.answer) for a in result.answers) / max(1, len(result.answers)))
+            valid.append(not result.parse_failed and not result.rejected and result.apply_error is None)
+            failed.append(result.parse_failed)
+        n = max(1, len(states))
+        return {"reward": sum(f1) / n, "answer_f1": sum(f1) / n, "answer_em": sum(em) / n, "valid_op_rate": sum(valid) / n, "parse_failure_rate": sum(failed) / n}
+
+
+class ManagerGRPORecipe(GRPORecipe[MemoryState]):
+    role = "manager"
+    config: ManagerGRPOConfig
+
+    def __init__(self, config: ManagerGRPOConfig) -> None:
+        super().__init__(config)
+
+    def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[MemoryState]:
+        cfg = self.config
+        embedder = make_embedder(cfg.embedder)
+        # the runtime's manager on the training backend: unconstrained (log-probs are those of
+        # free sampling) and never re-asked (a rollout is judged on what the policy wrote)
+        manager = LLMManager(rollouts.backend, PolicyConfig(model=rollouts.model, constrained=False, reask=False))
+        answerer = frozen_answerer(cfg.answerer, rollouts)
+        env = ManagerEnv(manager, answerer, embedder, EnvConfig(related_k=cfg.related_k, answer_k=cfg.answer_k, metric=cfg.metric))
+        eval_env = ManagerEnv(manager, answerer, embedder, EnvConfig(related_k=cfg.related_k, answer_k=cfg.answer_k, metric="f1"))
+        train = list(itertools.islice(locomo_states(embedder, ids=cfg.train_ids), cfg.max_train_states))
+        val = list(itertools.islice(locomo_states(embedder, ids=cfg.val_ids), cfg.max_val_states))
+        return RecipeData(ManagerGroups(env, eval_env, policy, cfg.qa_per_group), train, val)
