@@ -1,0 +1,58 @@
+"""``python -m memsdk_training train manager|answerer|memory-r2 --config FILE``.
+
+The config file (YAML or JSON) fills the recipe's typed config; ``--steps``,
+``--output-dir`` and ``--device`` override it for quick runs. A run with an existing
+``<output_dir>/checkpoints/last`` resumes from it (manager, answerer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["RECIPES", "main", "build_recipe"]
+
+# recipe name -> (module, config class, recipe class), imported only when chosen
+RECIPES = {
+    "manager": ("grpo_manager", "ManagerGRPOConfig", "ManagerGRPORecipe"),
+    "answerer": ("grpo_answerer", "AnswererGRPOConfig", "AnswererGRPORecipe"),
+    "memory-r2": ("logo_grpo", "LogoGRPOConfig", "LogoGRPORecipe"),
+}
+
+
+def build_recipe(name: str, config_path: str, **overrides: Any) -> Any:
+    import importlib
+
+    from .recipes import config as configs
+
+    module_name, config_name, recipe_name = RECIPES[name]
+    config = configs.load_config(config_path, getattr(configs, config_name), **overrides)
+    module = importlib.import_module(f"{__package__}.recipes.{module_name}")
+    return getattr(module, recipe_name)(config)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memsdk_training")
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="run a training recipe")
+    train.add_argument("recipe", choices=sorted(RECIPES))
+    train.add_argument("--config", required=True, help="YAML or JSON file (training/configs/)")
+    train.add_argument("--steps", type=int)
+    train.add_argument("--output-dir")
+    train.add_argument("--device")
+    args = parser.parse_args(argv)
+    recipe = build_recipe(args.recipe, args.config, steps=args.steps, output_dir=args.output_dir, device=args.device)
+    recipe.setup()
+    try:
+        recipe.train()
+    finally:
+        recipe.cleanup()
+    print(json.dumps({"output_dir": str(recipe.out), "metrics": str(recipe.out / "metrics.jsonl")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
