@@ -9,6 +9,7 @@ is dropped (DELETE storms become NOOP), and every drop is counted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -43,18 +44,51 @@ class Manager(Protocol):
 
 @dataclass(frozen=True)
 class OpGuard:
-    """Limits on what one decision may do to the bank."""
+    """Limits on what one decision may do to the bank.
+
+    ``min_grounding``: the share of a written text's content words that must come from the
+    fact or the memory it replaces. A small model copies its prompt's example ("Has two
+    dogs, Buddy and Scout") over unrelated memories; an ungrounded write is dropped.
+    """
 
     max_deletes: int = 1
     max_text_chars: int = 400
+    min_grounding: float = 0.5
+
+
+_WORD = re.compile(r"[a-z0-9']+")
+_FUNCTION_WORDS = frozenset("the a an and or but of to in on at for with by from is are was were be has have had i you he she it we they my your his her their this that".split())
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _FUNCTION_WORDS and len(w) > 1}
+
+
+def grounded(text: str, sources: Sequence[str], minimum: float) -> bool:
+    """Whether at least ``minimum`` of ``text``'s content words appear in ``sources``."""
+    words = _content_words(text)
+    if not words:
+        return False
+    support = set().union(*(_content_words(s) for s in sources)) if sources else set()
+    return len(words & support) / len(words) >= minimum
 
 
 def render_memories(memories: Sequence[ScoredMemory]) -> str:
     return "\n".join(f"[{i}] {m.record.text[:MEMORY_CHARS]}" for i, m in enumerate(memories)) or "(none)"
 
 
-def to_ops(decision: ManagerDecision, related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = (), guard: OpGuard = OpGuard()) -> tuple[list[Op], list[str]]:
-    """Map aliases back to memory ids and keep only ops that are safe to apply."""
+def to_ops(
+    decision: ManagerDecision,
+    related: Sequence[ScoredMemory],
+    *,
+    facts: Sequence[str] = (),
+    source_turn_ids: Sequence[str] = (),
+    guard: OpGuard = OpGuard(),
+) -> tuple[list[Op], list[str]]:
+    """Map aliases back to memory ids and keep only ops that are safe to apply.
+
+    With ``facts`` given, written text must be grounded in them (and, for UPDATE, in the
+    memory it replaces): see `OpGuard.min_grounding`."""
     ops: list[Op] = []
     rejected: list[str] = []
     touched: set[int] = set()
@@ -73,6 +107,8 @@ def to_ops(decision: ManagerDecision, related: Sequence[ScoredMemory], *, source
             text = _valid_text(out.text, guard)
             if text is None:
                 rejected.append(f"ops[{i}]: ADD without usable text")
+            elif facts and not grounded(text, facts, guard.min_grounding):
+                rejected.append(f"ops[{i}]: ADD of text not grounded in the fact: {text[:60]!r}")
             else:
                 ops.append(Op.add(text, source_turn_ids=turns))
             continue
@@ -89,6 +125,9 @@ def to_ops(decision: ManagerDecision, related: Sequence[ScoredMemory], *, source
             text = _valid_text(out.text, guard)
             if text is None:
                 rejected.append(f"ops[{i}]: UPDATE of [{out.id}] without usable text")
+                continue
+            if facts and not grounded(text, [*facts, related[out.id].record.text], guard.min_grounding):
+                rejected.append(f"ops[{i}]: UPDATE of [{out.id}] to text not grounded in the fact or the memory: {text[:60]!r}")
                 continue
             ops.append(Op.update(target, text, source_turn_ids=turns))
         touched.add(out.id)
@@ -132,10 +171,10 @@ class LLMManager:
     def prompt_values(facts: Sequence[str], related: Sequence[ScoredMemory]) -> dict[str, str]:
         return {"fact": " ".join(facts), "facts": "\n".join(f"- {f}" for f in facts), "memories": render_memories(related)}
 
-    def _finish(self, value: ManagerDecision | None, call: PolicyCall, related: Sequence[ScoredMemory], turns: Sequence[str]) -> Decision:
+    def _finish(self, value: ManagerDecision | None, call: PolicyCall, facts: Sequence[str], related: Sequence[ScoredMemory], turns: Sequence[str]) -> Decision:
         if value is None:
             return Decision([], [call], [f"unparseable output: {call.failure}"])
-        ops, rejected = to_ops(value, related, source_turn_ids=turns, guard=self.guard)
+        ops, rejected = to_ops(value, related, facts=facts, source_turn_ids=turns, guard=self.guard)
         if rejected:
             self.stats.add("rejected_ops", len(rejected))
             call.failure = "; ".join(rejected)
@@ -154,7 +193,7 @@ class LLMManager:
             return self._first_memories(facts, source_turn_ids)
 
         def primary() -> Decision:
-            return self._finish(*self.caller.call(self.backend, **self.prompt_values(facts, related)), related, source_turn_ids)  # type: ignore[arg-type]
+            return self._finish(*self.caller.call(self.backend, **self.prompt_values(facts, related)), facts, related, source_turn_ids)  # type: ignore[arg-type]
 
         return fall_back(self, primary, lambda: self.fallback.decide(facts, related, source_turn_ids=source_turn_ids))  # type: ignore[union-attr]
 
@@ -163,7 +202,7 @@ class LLMManager:
             return self._first_memories(facts, source_turn_ids)
 
         async def primary() -> Decision:
-            return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(facts, related)), related, source_turn_ids)  # type: ignore[arg-type]
+            return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(facts, related)), facts, related, source_turn_ids)  # type: ignore[arg-type]
 
         return await afall_back(self, primary, lambda: self.fallback.adecide(facts, related, source_turn_ids=source_turn_ids))  # type: ignore[union-attr]
 

@@ -74,6 +74,15 @@ class AnswerOut(BaseModel):
     evidence: list[Annotated[int, Field(ge=0, le=999)]] = Field(default_factory=list, max_length=6)
     answer: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_only(cls, data: Any) -> Any:
+        # Small models mix memory texts into the evidence list; the answer is still usable,
+        # and the evidence that is a number still points at a shown memory.
+        if isinstance(data, dict) and isinstance(data.get("evidence"), list):
+            return {**data, "evidence": [e for e in data["evidence"] if isinstance(e, int) and not isinstance(e, bool)][:6]}
+        return data
+
 
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The model's JSON schema, as sent for constrained decoding."""

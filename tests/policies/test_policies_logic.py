@@ -56,8 +56,18 @@ def test_one_justified_delete_is_allowed(memories) -> None:
 
 
 def test_second_op_on_the_same_memory_is_dropped(memories) -> None:
-    d = LLMManager(ScriptedBackend('{"ops": [{"op": "UPDATE", "id": 0, "text": "a"}, {"op": "DELETE", "id": 0}]}')).decide(["f"], memories)
+    d = LLMManager(ScriptedBackend('{"ops": [{"op": "UPDATE", "id": 0, "text": "Has a dog named Buddy and a cat"}, {"op": "DELETE", "id": 0}]}')).decide(["Also has a cat"], memories)
     assert [o.op for o in d.ops] == [OpType.UPDATE] and "second op" in d.rejected[0]
+
+
+def test_writes_not_grounded_in_the_fact_or_memory_are_dropped(memories) -> None:
+    # SmolLM2 copied its prompt's example over an unrelated memory; the guard refuses it
+    reply = '{"ops": [{"op": "UPDATE", "id": 1, "text": "Has two dogs, Buddy and Scout"}, {"op": "ADD", "text": "The weather is nice today"}]}'
+    manager = LLMManager(ScriptedBackend(reply))
+    d = manager.decide(["Moved from Paris to Lyon"], memories)
+    assert d.ops == [] and len(d.rejected) == 2 and all("not grounded" in r for r in d.rejected)
+    merged = '{"ops": [{"op": "UPDATE", "id": 1, "text": "Lives in Lyon, moved from Paris"}]}'
+    assert [o.text for o in LLMManager(ScriptedBackend(merged)).decide(["Moved from Paris to Lyon"], memories).ops] == ["Lives in Lyon, moved from Paris"]
 
 
 def test_garbage_is_reasked_once_then_noop(memories) -> None:

@@ -161,7 +161,7 @@ class ManagerEnv:
         ops: list[Op] = []
         rejected: list[str] = []
         if parsed.value is not None:
-            ops, rejected = to_ops(parsed.value, related, source_turn_ids=state.source_turn_ids, guard=self.manager.guard)
+            ops, rejected = to_ops(parsed.value, related, facts=state.facts, source_turn_ids=state.source_turn_ids, guard=self.manager.guard)
         transition, apply_error = apply_ops(bank, state.scope, ops, self.actor)
         answers = answer_questions(bank, state.scope, state.qa, self.answerer, top_k=self.config.answer_k, metric=self.config.metric)
         return StepResult(
