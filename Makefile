@@ -28,7 +28,7 @@ demo: venv
 	$(VPY) examples/quickstart.py
 
 test: venv vllm
-	$(VPY) -m pytest -q -p no:cacheprovider
+	$(VPY) -m pytest -q -p no:cacheprovider --timeout=900 --durations=25
 
 test-fast: venv
 	$(VPY) -m pytest -q -p no:cacheprovider -m "not slow and not vllm"
