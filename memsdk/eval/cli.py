@@ -15,6 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from memsdk.errors import InvalidInput
 from memsdk.eval.config import EvalConfig
 
 __all__ = ["add_parser", "run"]
@@ -48,7 +51,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _config(args: argparse.Namespace) -> EvalConfig:
-    base = EvalConfig.load(args.config) if args.config else EvalConfig()
+    try:
+        base = EvalConfig.load(args.config) if args.config else EvalConfig()
+        return _overrides(base, args)
+    except ValidationError as exc:  # a bad file or flag is one line on stderr, as for every memsdk command
+        raise InvalidInput.from_pydantic(exc, "config") from None
+
+
+def _overrides(base: EvalConfig, args: argparse.Namespace) -> EvalConfig:
     return base.with_overrides(
         baseline=args.baseline, answerer=args.answerer, include_adversarial=args.include_adversarial,
         judge_url=args.judge_url, judge_model=args.judge_model, llm_base_url=args.llm_base_url, model=args.model,

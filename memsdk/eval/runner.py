@@ -40,6 +40,7 @@ from memsdk.eval.judge import Judge
 from memsdk.eval.results import ConversationResult, IngestProgress, IngestStats, QuestionResult, RunReport, summarize
 from memsdk.eval.scoring import bleu1, evidence_ids, evidence_recall, exact_match, token_f1
 from memsdk.llm.base import LLMBackend, SamplingParams
+from memsdk.errors import InvalidInput
 from memsdk.types import Op, Scope, Turn
 
 __all__ = ["Evaluator", "conversation_slice", "render_turn", "speaker_scopes"]
@@ -107,7 +108,7 @@ class Evaluator:
         started, clock = datetime.now(timezone.utc), time.perf_counter()
         convs = [c for c in load_locomo() if c.split == split and (self.config.conversations is None or c.sample_id in self.config.conversations)]
         if not convs:
-            raise ValueError(f"no LoCoMo conversation in split {split!r} matches {self.config.conversations}")
+            raise InvalidInput("conversations", f"none of {list(self.config.conversations or [])} is in the {split} split")
         bar = tqdm(total=len(convs), desc=f"locomo {split} {self.config.baseline}", unit="conv", disable=not self.progress)
         # Conversations are independent: against a server they overlap; in-process they queue.
         with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(convs))) as pool:

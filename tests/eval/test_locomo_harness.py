@@ -149,3 +149,12 @@ def test_a_long_ingest_leaves_a_progress_file_until_it_finishes(tmp_path, monkey
     assert [p["ingest"]["turns"] for p in progress] == list(range(10, turns, 10))
     assert all(p["turns_total"] == turns for p in progress)
     assert not (tmp_path / "conversations" / "conv-30.progress.json").exists()
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"answer_k": 0}')
+    assert main(["eval", "locomo", "--split", "val", "--config", str(bad), "--out", str(tmp_path)]) == 2
+    assert main(["eval", "locomo", "--split", "test", "--embedder", "hash", "--conversations", "conv-30", "--out", str(tmp_path)]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert errors[0].startswith("memsdk: error: config.answer_k") and "conv-30" in errors[1] and "test split" in errors[1]
