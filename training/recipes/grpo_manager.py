@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+from memsdk.embedding import Embedder
 from memsdk.llm.base import SamplingParams
 from memsdk.policies import Answerer, ExtractiveAnswerer, LLMAnswerer, LLMManager, PolicyConfig
 
@@ -34,7 +35,7 @@ from .rollouts import RolloutEngine
 __all__ = ["ManagerGroups", "ManagerGRPORecipe", "make_embedder", "frozen_answerer"]
 
 
-def make_embedder(kind: str):  # type: ignore[no-untyped-def]
+def make_embedder(kind: str) -> Embedder:
     from memsdk.embedding import HashEmbedder
 
     if kind == "hash":
@@ -90,14 +91,23 @@ class ManagerGRPORecipe(GRPORecipe[MemoryState]):
         super().__init__(config)
 
     def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[MemoryState]:
+        embedder = make_embedder(self.config.embedder)
+        train, val = self.states(embedder)
+        return RecipeData(self.environment(policy, rollouts, embedder), train, val)
+
+    def states(self, embedder: Embedder) -> tuple[list[MemoryState], list[MemoryState]]:
+        """Train and validation states: LoCoMo per-turn states (override for other sources, e.g. `log_states`)."""
         cfg = self.config
-        embedder = make_embedder(cfg.embedder)
+        train = list(itertools.islice(locomo_states(embedder, ids=cfg.train_ids), cfg.max_train_states))
+        val = list(itertools.islice(locomo_states(embedder, ids=cfg.val_ids), cfg.max_val_states))
+        return train, val
+
+    def environment(self, policy: Policy, rollouts: RolloutEngine, embedder: Embedder) -> ManagerGroups:
+        cfg = self.config
         # the runtime's manager on the training backend: unconstrained (log-probs are those of
         # free sampling) and never re-asked (a rollout is judged on what the policy wrote)
         manager = LLMManager(rollouts.backend, PolicyConfig(model=rollouts.model, constrained=False, reask=False))
         answerer = frozen_answerer(cfg.answerer, rollouts)
         env = ManagerEnv(manager, answerer, embedder, EnvConfig(related_k=cfg.related_k, answer_k=cfg.answer_k, metric=cfg.metric))
         eval_env = ManagerEnv(manager, answerer, embedder, EnvConfig(related_k=cfg.related_k, answer_k=cfg.answer_k, metric="f1"))
-        train = list(itertools.islice(locomo_states(embedder, ids=cfg.train_ids), cfg.max_train_states))
-        val = list(itertools.islice(locomo_states(embedder, ids=cfg.val_ids), cfg.max_val_states))
-        return RecipeData(ManagerGroups(env, eval_env, policy, cfg.qa_per_group), train, val)
+        return ManagerGroups(env, eval_env, policy, cfg.qa_per_group)
