@@ -54,6 +54,10 @@ class OpGuard:
     max_deletes: int = 1
     max_text_chars: int = 400
     min_grounding: float = 0.5
+    #: an UPDATE whose text keeps less than this share of the old memory's content words is
+    #: a replacement, not a merge: it is stored as an ADD and the old memory stays live
+    #: (an untrained manager otherwise funnels every fact into one memory, overwriting it)
+    min_kept: float = 0.3
 
 
 _WORD = re.compile(r"[a-z0-9']+")
@@ -126,8 +130,13 @@ def to_ops(
             if text is None:
                 rejected.append(f"ops[{i}]: UPDATE of [{out.id}] without usable text")
                 continue
-            if facts and not grounded(text, [*facts, related[out.id].record.text], guard.min_grounding):
+            old = related[out.id].record.text
+            if facts and not grounded(text, [*facts, old], guard.min_grounding):
                 rejected.append(f"ops[{i}]: UPDATE of [{out.id}] to text not grounded in the fact or the memory: {text[:60]!r}")
+                continue
+            if facts and not grounded(old, [text], guard.min_kept):
+                rejected.append(f"ops[{i}]: UPDATE of [{out.id}] would drop the old memory; stored as ADD")
+                ops.append(Op.add(text, source_turn_ids=turns))
                 continue
             ops.append(Op.update(target, text, source_turn_ids=turns))
         touched.add(out.id)

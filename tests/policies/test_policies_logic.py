@@ -70,6 +70,15 @@ def test_writes_not_grounded_in_the_fact_or_memory_are_dropped(memories) -> None
     assert [o.text for o in LLMManager(ScriptedBackend(merged)).decide(["Moved from Paris to Lyon"], memories).ops] == ["Lives in Lyon, moved from Paris"]
 
 
+def test_an_update_that_drops_the_old_memory_becomes_an_add(memories) -> None:
+    reply = '{"ops": [{"op": "UPDATE", "id": 0, "text": "Started a pottery class on Mondays"}]}'
+    d = LLMManager(ScriptedBackend(reply)).decide(["Started a pottery class on Mondays"], memories)
+    assert [(o.op, o.target, o.text) for o in d.ops] == [(OpType.ADD, None, "Started a pottery class on Mondays")]
+    assert "would drop the old memory" in d.rejected[0]
+    merge = '{"ops": [{"op": "UPDATE", "id": 0, "text": "Has two dogs, Buddy and Scout"}]}'
+    assert LLMManager(ScriptedBackend(merge)).decide(["Adopted another dog named Scout"], memories).ops[0].op is OpType.UPDATE
+
+
 def test_garbage_is_reasked_once_then_noop(memories) -> None:
     backend = ScriptedBackend("I would add this fact to memory.", "Still prose, sorry.")
     manager = LLMManager(backend)
