@@ -24,7 +24,7 @@ from memsdk.client.pipeline import ActivePolicies, AnswerOutcome, Apply, IngestO
 from memsdk.client.policies import PolicySet, Switch
 from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo
 from memsdk.config import ClientConfig
-from memsdk.embedding.base import CachedEmbedder, Embedder
+from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
 from memsdk.errors import ClientClosed, InvalidInput, PolicyError
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import PolicyRegistry
@@ -36,7 +36,7 @@ ScopeLike = Scope | dict[str, Any]
 TurnLike = Turn | dict[str, Any]
 
 
-class TimedEmbedder:
+class TimedEmbedder(EmbedderWrapper):
     """Wraps an embedder and keeps, per thread, the seconds spent embedding.
 
     The client subtracts it from the store and retrieval stages, so a latency breakdown
@@ -44,16 +44,8 @@ class TimedEmbedder:
     """
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._local = threading.local()
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
 
     @property
     def elapsed(self) -> float:

@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Embedder", "HashEmbedder", "CachedEmbedder"]
+__all__ = ["Embedder", "HashEmbedder", "EmbedderWrapper", "CachedEmbedder"]
 
 
 @runtime_checkable
@@ -71,18 +71,11 @@ def _unit(dim: int) -> np.ndarray:
     return v
 
 
-class CachedEmbedder:
-    """Remembers the vectors of the last ``size`` texts.
+class EmbedderWrapper:
+    """Base of embedders that add behaviour around another one; size and name are the inner's."""
 
-    Ingest embeds each fact twice otherwise: once to find related memories, once when the
-    manager ADDs or UPDATEs it with the same text. Vectors are deterministic per text, so a
-    hit is exact.
-    """
-
-    def __init__(self, inner: Embedder, size: int = 1024) -> None:
-        self.inner, self.size = inner, size
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
 
     @property
     def dim(self) -> int:
@@ -91,6 +84,21 @@ class CachedEmbedder:
     @property
     def name(self) -> str:
         return self.inner.name
+
+
+class CachedEmbedder(EmbedderWrapper):
+    """Remembers the vectors of the last ``size`` texts.
+
+    Ingest embeds each fact twice otherwise: once to find related memories, once when the
+    manager ADDs or UPDATEs it with the same text. Vectors are deterministic per text, so a
+    hit is exact.
+    """
+
+    def __init__(self, inner: Embedder, size: int = 1024) -> None:
+        super().__init__(inner)
+        self.size = size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         with self._lock:
