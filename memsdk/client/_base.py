@@ -66,6 +66,8 @@ class Timings(dict[str, float]):
 
 class BaseClient:
     _backend: Any
+    #: each twin builds its own kind of backend (blocking or async) from the config
+    _default_backend: Callable[[], Any]
 
     def __init__(
         self,
@@ -107,9 +109,6 @@ class BaseClient:
         except BaseException:
             self.bank.close()
             raise
-
-    def _default_backend(self) -> Any:  # pragma: no cover - each twin overrides
-        raise NotImplementedError
 
     # -- no-I/O helpers shared by the twins ---------------------------------------------------
 
