@@ -12,7 +12,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np

@@ -19,7 +19,7 @@ from typing import IO, Any
 from tqdm import tqdm
 
 from memsdk.client._base import BaseClient, ScopeLike, Timings, TurnLike
-from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Effect, Extract, Search, answer_steps, ingest_steps
+from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, Extract, Search, answer_steps, ingest_steps, resume
 from memsdk.client.results import AnswerResult, IngestResult
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.registry import ROLES
@@ -74,18 +74,15 @@ class AsyncMemoryClient(BaseClient):
         raise TypeError(f"unknown effect {effect!r}")
 
     async def _run(self, steps: Generator[Effect, Any, Any], timings: Timings) -> Any:
-        result: Any = None
-        error: BaseException | None = None
-        while True:
+        step = resume(steps)
+        while not isinstance(step, Done):
             try:
-                effect = steps.throw(error) if error is not None else steps.send(result)
-            except StopIteration as done:
-                return done.value
-            result, error = None, None
-            try:
-                result = await self._handle(effect, timings)
+                result = await self._handle(step, timings)
             except MemsdkError as exc:
-                error = exc
+                step = resume(steps, error=exc)
+                continue
+            step = resume(steps, result)
+        return step.value
 
     # -- the two calls apps make on every turn ------------------------------------------------------
 

@@ -22,7 +22,7 @@ from memsdk.interactions.types import AppliedOp
 from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall
 from memsdk.types import Actor, Op, Scope, ScoredMemory, Turn
 
-__all__ = ["ActivePolicies", "Extract", "Search", "Decide", "Apply", "AnswerQuestion", "Effect", "IngestOutcome", "AnswerOutcome", "ingest_steps", "answer_steps"]
+__all__ = ["Done", "resume", "ActivePolicies", "Extract", "Search", "Decide", "Apply", "AnswerQuestion", "Effect", "IngestOutcome", "AnswerOutcome", "ingest_steps", "answer_steps"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,22 @@ class AnswerQuestion:
 
 
 Effect = Extract | Search | Decide | Apply | AnswerQuestion
+
+
+@dataclass(frozen=True)
+class Done:
+    """A pipeline that has returned ``value``."""
+
+    value: Any
+
+
+def resume(steps: Generator[Effect, Any, Any], result: Any = None, error: BaseException | None = None) -> Effect | Done:
+    """Hand a pipeline its last effect's result (or throw that effect's error into it) and
+    get the next effect, or `Done` when it returns. Both clients drive pipelines with it."""
+    try:
+        return steps.throw(error) if error is not None else steps.send(result)
+    except StopIteration as done:
+        return Done(done.value)
 
 
 @dataclass

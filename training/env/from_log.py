@@ -18,7 +18,6 @@ from datetime import datetime
 
 from memsdk.bank import BankSnapshot, MemoryBank, codec
 from memsdk.interactions import InteractionLog, Trajectory
-from memsdk.store.memory import InMemoryTransport
 from memsdk.types import EventType, HistoryEvent, MemoryRecord, Scope, Turn, content_hash
 
 from .state import MemoryState, QAItem

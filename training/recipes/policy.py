@@ -175,7 +175,6 @@ class Policy:
         for left padding. Only the logits of the last L + 1 columns are materialised.
         """
         enc = self._encode(prompts)
-        width = enc["input_ids"].shape[1]
         length = max(1, max(len(c) for c in completions))
         pad = self.tokenizer.pad_token_id
         comp = torch.full((len(completions), length), pad, dtype=torch.long, device=self.device)  # [B, L]
