@@ -4,6 +4,7 @@
     ops     = to_ops(parse(o), R)               R = top-k memories related to x, shown as [0], [1], ...
     M_new   = T(M_old, ops)                     T = MemoryBank.apply on a fork of the snapshot
     R^mem   = (1/|Q|) sum_j metric(answerer(q_j, top_k(M_new, q_j)), a*_j)   metric = EM (paper) or F1
+            + w_fmt * 1[o parses and the guard and the bank accept all its ops]  w_fmt = 0 in the paper
 
 The output is parsed exactly as the runtime parses it (`memsdk.policies.parsing.parse` with
 its one repair, then the manager's `to_ops` guard with the same aliases the prompt showed),
@@ -43,11 +44,18 @@ Message = dict[str, str]
 @dataclass(frozen=True)
 class EnvConfig:
     """``related_k`` memories are shown to the manager; ``answer_k`` are retrieved per question
-    (Memory-R1 retrieves 60, Mem0-style); ``metric`` is the reward (the paper trains on EM)."""
+    (Memory-R1 retrieves 60, Mem0-style); ``metric`` is the reward (the paper trains on EM).
+
+    ``format_reward`` (w_fmt) is a DeepSeek-R1-style format term: a 7B model's replies parse
+    from the start, a 135M model's rarely do, and then every reply of a group scores what doing
+    nothing scores, so GRPO sees equal rewards and learns nothing. The term makes "a reply the
+    runtime can apply" the first thing to learn.
+    """
 
     related_k: int = 10
     answer_k: int = 60
     metric: Metric = "em"
+    format_reward: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,11 @@ class StepResult:
     @property
     def parse_failed(self) -> bool:
         return self.parse_error is not None
+
+    @property
+    def valid(self) -> bool:
+        """The reply parsed and the guard and the bank accepted every op it asked for."""
+        return not self.parse_failed and not self.rejected and self.apply_error is None
 
     @property
     def changed(self) -> bool:
@@ -164,8 +177,9 @@ class ManagerEnv:
             ops, rejected = to_ops(parsed.value, related, facts=state.facts, source_turn_ids=state.source_turn_ids, guard=self.manager.guard)
         transition, apply_error = apply_ops(bank, state.scope, ops, self.actor)
         answers = answer_questions(bank, state.scope, state.qa, self.answerer, top_k=self.config.answer_k, metric=self.config.metric)
+        valid = parsed.error is None and not rejected and apply_error is None
         return StepResult(
-            reward=mean_score(answers),
+            reward=mean_score(answers) + self.config.format_reward * valid,
             answers=answers,
             bank=bank.snapshot(state.scope),
             ops=tuple(ops) if transition is not None else (),

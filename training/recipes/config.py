@@ -109,6 +109,11 @@ class ManagerGRPOConfig(RecipeConfig):
     """Memory-R1's manager: LoCoMo per-turn states, reward = EM (or F1) of a frozen answerer."""
 
     metric: Literal["em", "f1"] = "em"
+    format_reward: float = Field(
+        0.0, ge=0.0,
+        description="Added when a reply parses and its ops pass the guard and the bank (0: the paper's EM/F1 only). "
+        "A small model whose replies never parse gets equal rewards in every group, hence no signal, without it.",
+    )
     answerer: Literal["extractive", "base-llm"] = Field(
         "extractive", description="The frozen answer agent: the extractive heuristic, or the base model (adapter off)."
     )

@@ -77,7 +77,7 @@ class ManagerGroups:
             result = self.eval_env.step(state, manager.caller.reply_text(request, choice))
             f1.append(result.reward)
             em.append(sum(exact_match(a.prediction, a.item.answer) for a in result.answers) / max(1, len(result.answers)))
-            valid.append(not result.parse_failed and not result.rejected and result.apply_error is None)
+            valid.append(result.valid)
             failed.append(result.parse_failed)
         n = max(1, len(states))
         return {"reward": sum(f1) / n, "answer_f1": sum(f1) / n, "answer_em": sum(em) / n, "valid_op_rate": sum(valid) / n, "parse_failure_rate": sum(failed) / n}
@@ -108,6 +108,6 @@ class ManagerGRPORecipe(GRPORecipe[MemoryState]):
         # free sampling) and never re-asked (a rollout is judged on what the policy wrote)
         manager = LLMManager(rollouts.backend, PolicyConfig(model=rollouts.model, constrained=False, reask=False))
         answerer = frozen_answerer(cfg.answerer, rollouts)
-        env = ManagerEnv(manager, answerer, embedder, EnvConfig(related_k=cfg.related_k, answer_k=cfg.answer_k, metric=cfg.metric))
+        env = ManagerEnv(manager, answerer, embedder, EnvConfig(related_k=cfg.related_k, answer_k=cfg.answer_k, metric=cfg.metric, format_reward=cfg.format_reward))
         eval_env = ManagerEnv(manager, answerer, embedder, EnvConfig(related_k=cfg.related_k, answer_k=cfg.answer_k, metric="f1"))
         return ManagerGroups(env, eval_env, policy, cfg.qa_per_group)

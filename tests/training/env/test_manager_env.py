@@ -40,10 +40,11 @@ def state(embedder: HashEmbedder) -> MemoryState:
     return MemoryState("t/D1:2", bank.snapshot(SCOPE), ("Caroline adopted a cat named Luna",), (DOG, CAT), turn)
 
 
-def make_env(embedder: HashEmbedder, *replies: str, metric: str = "f1") -> tuple[ManagerEnv, SamplingFake, KeywordAnswerer]:
+def make_env(embedder: HashEmbedder, *replies: str, metric: str = "f1", format_reward: float = 0.0) -> tuple[ManagerEnv, SamplingFake, KeywordAnswerer]:
     backend = SamplingFake(manager=list(replies) or [NOOP])
     answerer = KeywordAnswerer({"dog": "Buddy", "cat": "a cat named Luna"})
-    return ManagerEnv(LLMManager(backend), answerer, embedder, EnvConfig(metric=metric)), backend, answerer  # type: ignore[arg-type]
+    config = EnvConfig(metric=metric, format_reward=format_reward)
+    return ManagerEnv(LLMManager(backend), answerer, embedder, config), backend, answerer  # type: ignore[arg-type]
 
 
 def texts(snapshot) -> list[tuple[str, int]]:
@@ -115,6 +116,18 @@ def test_reward_is_the_hand_computed_mean_f1_or_em(state: MemoryState, embedder:
 
     assert [a.score for a in f1.answers] == [1.0, 0.5] and f1.reward == pytest.approx(0.75)
     assert [a.score for a in em.answers] == [1.0, 0.0] and em.reward == 0.5
+
+
+def test_format_reward_is_added_only_when_every_op_is_applied(state: MemoryState, embedder: HashEmbedder) -> None:
+    # F1 as in the test above: ADD_CAT 0.75, a NOOP / garbage / rejected reply leaves the bank: 0.5
+    env, _, _ = make_env(embedder, format_reward=0.2)
+
+    added, kept, garbage = env.step(state, ADD_CAT), env.step(state, NOOP), env.step(state, GARBAGE)
+    rejected = env.step(state, json.dumps({"ops": [{"op": "DELETE", "id": 7}]}))
+
+    assert (added.valid, kept.valid, garbage.valid, rejected.valid) == (True, True, False, False)
+    assert added.reward == pytest.approx(0.75 + 0.2) and kept.reward == pytest.approx(0.5 + 0.2)
+    assert garbage.reward == pytest.approx(0.5) and rejected.reward == pytest.approx(0.5)
 
 
 def test_answerer_reads_top_k_of_the_new_bank(state: MemoryState, embedder: HashEmbedder) -> None:
