@@ -4,6 +4,8 @@ Switching is two steps around one I/O call: `plan` looks the version up in the r
 (no I/O beyond reading its manifest), the client loads the adapter on its backend
 (`/v1/load_lora_adapter` on vLLM, peft in-process), and only then `commit` swaps the
 policy object. A failed load never reaches `commit`, so the old version stays active.
+A version whose manifest names a prompt is served with that prompt (the one its adapter
+was trained with), and a rollback returns to the previous version's prompt with it.
 Requests capture the policy objects when they start, so in-flight work finishes on the
 version it began with.
 """
@@ -21,22 +23,13 @@ from memsdk.client.pipeline import ActivePolicies
 from memsdk.client.results import PolicyInfo
 from memsdk.config import ClientConfig
 from memsdk.errors import InvalidInput, PolicyError
-from memsdk.policies import (
-    ExtractiveAnswerer,
-    HeuristicExtractor,
-    HeuristicManager,
-    LLMAnswerer,
-    LLMExtractor,
-    LLMManager,
-    PolicyConfig,
-)
+from memsdk.policies import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, PolicyConfig, llm_policy_class
 from memsdk.registry import BASE_VERSION, ROLES, PolicyRegistry
 
 __all__ = ["PolicySet", "Switch"]
 
 log = logging.getLogger("memsdk.client")
 
-_LLM = {"extractor": LLMExtractor, "manager": LLMManager, "answerer": LLMAnswerer}
 _HEURISTIC = {"extractor": HeuristicExtractor, "manager": HeuristicManager, "answerer": ExtractiveAnswerer}
 
 
@@ -46,6 +39,7 @@ class Switch:
     version: str
     adapter_name: str | None  # None: the base model, nothing to load
     adapter_path: Path | None
+    prompt: str | None = None  # the manifest's prompt id; None: the role's default prompt
 
 
 class PolicySet:
@@ -54,17 +48,18 @@ class PolicySet:
         self._lock = threading.Lock()
         self._versions = {role: BASE_VERSION for role in ROLES}
         self._history: dict[str, list[str]] = {role: [] for role in ROLES}
-        self._policies = {role: self._build(role, None) for role in ROLES}
+        self._policies = {role: self._build(role, None, None) for role in ROLES}
 
     @property
     def heuristic(self) -> bool:
         return self._config.policies == "heuristic"
 
-    def _build(self, role: str, adapter_name: str | None) -> Any:
+    def _build(self, role: str, adapter_name: str | None, prompt: str | None) -> Any:
         if self.heuristic:
             return _HEURISTIC[role]()
         fallback = _HEURISTIC[role]() if self._config.fallback_to_heuristic else None
-        return _LLM[role](self._backend, PolicyConfig(model=adapter_name), fallback=fallback)
+        cls, prompt_version = llm_policy_class(role, prompt)
+        return cls(self._backend, PolicyConfig(model=adapter_name, prompt_version=prompt_version), fallback=fallback)
 
     def version_label(self, role: str) -> str:
         if self.heuristic:
@@ -87,6 +82,7 @@ class PolicySet:
                     role=role,
                     version=self.version_label(role),
                     model="none (heuristic)" if self.heuristic else (self._policies[role].caller.model or self._config.model),
+                    prompt=None if self.heuristic else self._policies[role].caller.prompt.id,
                     previous=list(self._history[role]),
                 )
                 for role in ROLES
@@ -108,7 +104,11 @@ class PolicySet:
         path = self.registry.adapter_dir(manifest)
         if not (path / "adapter_config.json").exists():
             raise PolicyError(f"{role} {version!r}: no adapter at {path}")
-        return Switch(role, version, f"{role}-{version}", path)
+        try:
+            llm_policy_class(role, manifest.prompt)  # checked before the adapter is loaded: a bad prompt changes nothing
+        except ValueError as exc:
+            raise PolicyError(f"{role} {version!r}: {exc}") from None
+        return Switch(role, version, f"{role}-{version}", path, manifest.prompt)
 
     def plan_rollback(self, role: str) -> Switch:
         with self._lock:
@@ -118,7 +118,7 @@ class PolicySet:
         return self.plan(role, previous)
 
     def commit(self, switch: Switch, *, rollback: bool = False) -> None:
-        policy = self._build(switch.role, switch.adapter_name)
+        policy = self._build(switch.role, switch.adapter_name, switch.prompt)
         with self._lock:
             if rollback:
                 self._history[switch.role].pop()

@@ -48,4 +48,5 @@ class PolicyInfo(BaseModel):
     role: str
     version: str
     model: str = Field(description="The model or adapter name requests are routed to.")
+    prompt: str | None = Field(None, description="The prompt id requests are rendered with (None: heuristic, no prompt).")
     previous: list[str] = Field(default_factory=list, description="Versions `rollback` returns to, most recent last.")

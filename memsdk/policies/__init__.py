@@ -11,7 +11,9 @@ from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStat
 from memsdk.policies.extractor import ChunkExtractor, Extraction, Extractor, LLMExtractor
 from memsdk.policies.heuristic import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager
 from memsdk.policies.manager import ChunkManager, Decision, LLMManager, Manager, OpGuard, to_ops
-from memsdk.policies.prompts import PromptTemplate, load_prompt
+from memsdk.policies.prompts import PromptTemplate, load_prompt, split_prompt_id
+
+LLMPolicy = LLMExtractor | LLMManager | LLMAnswerer
 
 __all__ = [
     "Answer",
@@ -28,6 +30,7 @@ __all__ = [
     "LLMCaller",
     "LLMExtractor",
     "LLMManager",
+    "LLMPolicy",
     "Manager",
     "OpGuard",
     "PolicyCall",
@@ -35,8 +38,10 @@ __all__ = [
     "PolicyStats",
     "PromptTemplate",
     "UNKNOWN",
+    "llm_policy_class",
     "load_prompt",
     "memory_r2_policies",
+    "split_prompt_id",
     "to_ops",
 ]
 
@@ -44,3 +49,28 @@ __all__ = [
 def memory_r2_policies(backend: LLMBackend | AsyncLLMBackend, config: PolicyConfig = PolicyConfig()) -> tuple[ChunkExtractor, ChunkManager]:
     """Memory-R2: extractor and manager as two role prompts on one backbone (one model name)."""
     return ChunkExtractor(backend, config), ChunkManager(backend, config)
+
+
+#: The LLM policy classes that can serve each client role; the first one is the role's default.
+_SERVING = {"extractor": (LLMExtractor, ChunkExtractor), "manager": (LLMManager, ChunkManager), "answerer": (LLMAnswerer,)}
+
+
+def llm_policy_class(role: str, prompt_id: str | None = None) -> tuple[type[LLMPolicy], str | None]:
+    """The class and prompt version that serve a client ``role`` with the prompt ``prompt_id``
+    (``r2_manager/v2``; None: the role's default class and prompt).
+
+    The class follows the prompt: a prompt's placeholders are the values its class renders
+    (the r2 extractor prompt shows a chunk of turns, the Memory-R1 one a turn and its context).
+    Raises ValueError for a prompt that does not exist or that ``role`` cannot run.
+    """
+    classes = _SERVING.get(role)
+    if classes is None:
+        raise ValueError(f"no LLM policy serves role {role!r}")
+    if prompt_id is None:
+        return classes[0], None
+    prompt_role, version = split_prompt_id(prompt_id)
+    for cls in classes:
+        if cls.prompt_role == prompt_role:
+            load_prompt(prompt_role, version)  # a missing prompt file fails here, not at the first request
+            return cls, version
+    raise ValueError(f"the {role} cannot run prompt {prompt_id!r}: its prompt roles are {', '.join(c.prompt_role for c in classes)}")

@@ -6,6 +6,9 @@ so the JSON braces in the instructions need no escaping), and optionally a
 and a ``stop`` string that ends the JSON (a small model otherwise keeps writing after it
 until the token limit: half the latency). The version goes into every
 logged policy call, so a trajectory says exactly which prompt produced it.
+
+A prompt's id, ``<role>/<version>`` (``r2_manager/v2``), names it outside the code: a
+published policy's manifest records the id its adapter was trained with.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from functools import lru_cache
 from importlib import resources
 from string import Template
 
-__all__ = ["PromptTemplate", "load_prompt", "DEFAULT_PROMPTS"]
+__all__ = ["PromptTemplate", "load_prompt", "split_prompt_id", "DEFAULT_PROMPTS"]
 
 #: The version each role uses unless told otherwise. Chosen on the 20 hand-made manager
 #: cases and conv-26 turns (train split) with SmolLM2-135M: v1 replies were prose in nearly
@@ -32,6 +35,10 @@ class PromptTemplate:
     user: str
     response_prefix: str = ""
     stop: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.role}/{self.version}"
 
     def render(self, **values: str) -> list[dict[str, str]]:
         """Chat messages; a missing placeholder is a programming error and raises KeyError."""
@@ -56,3 +63,11 @@ def load_prompt(role: str, version: str | None = None) -> PromptTemplate:
         role=role, version=version, system=data["system"].strip(), user=data["user"].strip(),
         response_prefix=data.get("response_prefix", ""), stop=data.get("stop", ""),
     )
+
+
+def split_prompt_id(prompt_id: str) -> tuple[str, str]:
+    """``"r2_manager/v2"`` -> ``("r2_manager", "v2")``: the arguments of `load_prompt`."""
+    role, sep, version = prompt_id.partition("/")
+    if not (sep and role and version) or "/" in version:
+        raise ValueError(f"{prompt_id!r} is not a prompt id (<role>/<version>, e.g. 'manager/v3')")
+    return role, version

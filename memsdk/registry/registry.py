@@ -1,6 +1,7 @@
 """Published policy checkpoints on disk: ``<checkpoint_dir>/<role>/<version>/``.
 
-Each version folder holds a peft LoRA adapter and a ``manifest.json``. The trainer
+Each version folder holds a peft LoRA adapter and a ``manifest.json``. An adapter only
+works with the prompt it was trained on, so the manifest may name that prompt. The trainer
 publishes with `publish`, which builds the folder under a temporary name and renames it
 into place, so a client watching the directory never sees half a checkpoint.
 """
@@ -17,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memsdk.errors import InvalidInput, PolicyError
+from memsdk.policies import llm_policy_class
 from memsdk.types import utcnow
 
 __all__ = ["PolicyManifest", "PolicyRegistry", "ROLES", "BASE_VERSION"]
@@ -39,6 +41,11 @@ class PolicyManifest(BaseModel):
     eval_metrics: dict[str, float] = Field(default_factory=dict)
     config: dict[str, Any] = Field(default_factory=dict)
     promote: bool = Field(False, description="A watching client may switch to it without being asked.")
+    prompt: str | None = Field(
+        None,
+        description="The prompt id the adapter was trained with (``r2_manager/v2``); the client renders the role's "
+        "requests with it while this version serves. None: the role's default prompt.",
+    )
 
     def adapter_dir(self, root: Path) -> Path:
         return (root / self.role / self.version / self.adapter_path).resolve()
@@ -49,6 +56,14 @@ def _check(role: str, version: str) -> None:
         raise InvalidInput("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
     if not _VERSION.match(version) or version == BASE_VERSION:
         raise InvalidInput("version", f"{version!r} is not a valid checkpoint version name")
+
+
+def _check_prompt(manifest: PolicyManifest) -> None:
+    """A prompt the role cannot run would fail every request after the swap; refuse it at publish."""
+    try:
+        llm_policy_class(manifest.role, manifest.prompt)
+    except ValueError as exc:
+        raise InvalidInput("prompt", str(exc)) from None
 
 
 class PolicyRegistry:
@@ -88,6 +103,7 @@ class PolicyRegistry:
     def publish(self, adapter_dir: str | os.PathLike[str], manifest: PolicyManifest) -> PolicyManifest:
         """Copy an adapter folder in as ``<role>/<version>`` with its manifest, atomically."""
         _check(manifest.role, manifest.version)
+        _check_prompt(manifest)
         source = Path(adapter_dir)
         if not (source / "adapter_config.json").exists():
             raise InvalidInput("adapter_dir", f"{source} is not a peft adapter folder (no adapter_config.json)")

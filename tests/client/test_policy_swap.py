@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from memsdk import PolicyError
+from memsdk import InvalidInput, PolicyError
 from memsdk.llm.base import Choice, Completion
+from memsdk.policies import load_prompt
 from memsdk.registry import PolicyManifest, PolicyRegistry
 
 from .conftest import CAROLINE
@@ -48,11 +49,28 @@ class AdapterBackend:
         pass
 
 
-def publish(root: Path, role: str, version: str, *, promote: bool = False) -> None:
+class RecordingBackend(AdapterBackend):
+    """Replies in the extractor's or the manager's format (told apart by the response prefix)
+    and records (system prompt, model) of every request."""
+
+    REPLIES = {'{"facts": ["': '{"facts": ["Caroline adopted a dog named Buddy"]}', '{"ops": [{"op": "': '{"ops": [{"op": "NOOP"}]}'}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, str | None]] = []
+
+    def chat(self, messages, *, params, model=None, schema=None) -> Completion:
+        self.seen.append((messages[0]["content"], model))
+        prefix = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+        return Completion(model=model or self.model, choices=[Choice(text=self.REPLIES[prefix][len(prefix) :])], prompt_tokens=10, completion_tokens=5)
+
+
+def publish(root: Path, role: str, version: str, *, promote: bool = False, prompt: str | None = None) -> None:
     adapter = root.parent / f"adapter-{role}-{version}"
     adapter.mkdir(parents=True, exist_ok=True)
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 8}))
-    PolicyRegistry(root).publish(adapter, PolicyManifest(role=role, version=version, base_model="smollm2", promote=promote))
+    manifest = PolicyManifest(role=role, version=version, base_model="smollm2", promote=promote, prompt=prompt)
+    PolicyRegistry(root).publish(adapter, manifest)
 
 
 @pytest.fixture
@@ -126,6 +144,46 @@ def test_the_watcher_promotes_only_checkpoints_marked_promote(swap) -> None:
     while client.policies["answerer"].version != "shiny" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert client.policies["answerer"].version == "shiny"
+
+
+def test_a_version_is_served_with_the_prompt_its_manifest_names(make_client, tmp_path) -> None:
+    backend = RecordingBackend()
+    client = make_client(backend=backend, checkpoint_dir=tmp_path / "ckpt")
+    client.add("Caroline went to a support group", scope=CAROLINE)
+    prompts = {p: load_prompt(*p.split("/")).system for p in ("extractor/v2", "manager/v3", "r2_extractor/v2", "r2_manager/v2")}
+
+    def ingest_prompts() -> list[tuple[str, str | None]]:
+        backend.seen.clear()
+        client.ingest({"speaker": "Caroline", "text": "I adopted a dog named Buddy"}, scope=CAROLINE)
+        return [(next(k for k, v in prompts.items() if v == system), model) for system, model in backend.seen]
+
+    assert ingest_prompts() == [("extractor/v2", None), ("manager/v3", None)]
+    publish(tmp_path / "ckpt", "extractor", "r2-1", prompt="r2_extractor/v2")
+    publish(tmp_path / "ckpt", "manager", "r2-1", prompt="r2_manager/v2")
+    publish(tmp_path / "ckpt", "manager", "old", prompt=None)  # a manifest from before prompts were recorded
+    client.use_policy("extractor", "r2-1")
+    client.use_policy("manager", "r2-1")
+    assert ingest_prompts() == [("r2_extractor/v2", "extractor-r2-1"), ("r2_manager/v2", "manager-r2-1")]
+    assert client.policies["manager"].prompt == "r2_manager/v2"
+    client.use_policy("manager", "old")
+    assert ingest_prompts() == [("r2_extractor/v2", "extractor-r2-1"), ("manager/v3", "manager-old")]
+    client.rollback("manager")
+    client.rollback("extractor")
+    assert ingest_prompts() == [("extractor/v2", None), ("r2_manager/v2", "manager-r2-1")]
+    client.rollback("manager")
+    assert ingest_prompts() == [("extractor/v2", None), ("manager/v3", None)]
+
+
+def test_a_prompt_the_role_cannot_run_is_refused(swap) -> None:
+    client, _, ckpt = swap
+    with pytest.raises(InvalidInput, match="cannot run prompt"):
+        publish(ckpt, "manager", "mixed", prompt="r2_extractor/v2")
+    publish(ckpt, "manager", "future")
+    manifest = ckpt / "manager" / "future" / "manifest.json"  # written by a newer trainer, say
+    manifest.write_text(manifest.read_text().replace('"prompt": null', '"prompt": "r2_manager/v99"'))
+    with pytest.raises(PolicyError, match="no prompt r2_manager.v99"):
+        client.use_policy("manager", "future")
+    assert client.policies["manager"].version == "base" and client.policies["manager"].prompt == "manager/v3"
 
 
 def test_heuristic_clients_have_no_checkpoints(make_client) -> None:
