@@ -116,11 +116,13 @@ def data_hash(keys: Iterable[str]) -> str:
 def export_policy(
     adapter_dir: str | os.PathLike[str], registry_dir: str | os.PathLike[str], *, role: str, version: str, base_model: str,
     config: dict[str, Any] | None = None, eval_metrics: dict[str, float] | None = None, training_data_hash: str | None = None,
-    promote: bool = False,
+    promote: bool = False, prompt: str | None = None,
 ) -> PolicyManifest:  # fmt: skip
-    """Publish ``adapter_dir`` as ``<registry_dir>/<role>/<version>`` with its manifest."""
+    """Publish ``adapter_dir`` as ``<registry_dir>/<role>/<version>`` with its manifest; ``prompt``
+    is the prompt id the adapter was trained with, which clients then serve it with."""
     manifest = PolicyManifest(
         role=role, version=version, base_model=base_model, config=dict(config or {}),
         eval_metrics={k: float(v) for k, v in (eval_metrics or {}).items()}, training_data_hash=training_data_hash, promote=promote,
+        prompt=prompt,
     )  # fmt: skip
     return PolicyRegistry(registry_dir).publish(adapter_dir, manifest)

@@ -178,6 +178,11 @@ class EpisodeRunner:
         self.backend, self.answerer, self.embedder = backend, answerer, embedder
         self.policy, self.config, self.count_tokens, self.limits = policy, config, count_tokens, limits
 
+    def prompt_ids(self) -> dict[str, str]:
+        """The prompt id each client role renders in these rollouts: a published adapter must be served with it."""
+        extractor, manager = memory_r2_policies(self.backend, self.policy)
+        return {"extractor": extractor.caller.prompt.id, "manager": manager.caller.prompt.id}
+
     def session_tokens(self, episode: Episode) -> list[int]:
         """Tok(S_t) for every session: its turns as the extractor sees them ("speaker: text")."""
         return [sum(self.count_tokens(f"{t.speaker}: {t.text}") for t in s.turns) for s in episode.sessions]

@@ -22,8 +22,15 @@ many sessions; each stage starts from the previous stage's best validation check
 its last one) with a fresh optimizer. Validation: greedy rollouts of the held-out episodes,
 mean session reward (``reward``) and QA F1.
 
+Resume: every ``checkpoint_every`` steps and at its end a stage saves ``stage-<i>-<n>/last``
+(adapter, optimizer, RNG, the step within the stage and the stage's best validation so far).
+`setup` continues from the newest one: inside that stage, or at the next stage's warm start
+when it had finished. Seeds, episodes and evaluations depend only on (stage, step), so a
+killed and resumed run writes the same rows and weights as an unbroken one.
+
 The published adapter serves both roles (one backbone): it is exported as ``extractor`` and
-``manager`` with the r2 prompt versions in its config.
+``manager``, each manifest naming the r2 prompt that role was trained with, so a client
+serves the adapter with that prompt instead of its Memory-R1 default.
 """
 
 from __future__ import annotations
@@ -74,6 +81,10 @@ class LogoGRPORecipe:
         self.out = Path(config.output_dir)
         self.stage_starts: list[Path | None] = []  # the checkpoint each stage warm-started from
         self.last_step: LogoStep | None = None
+        # the run's position: stage_step steps of curriculum stage `stage` are done
+        self.stage, self.stage_step = 0, 0
+        self.stage_best: dict[str, float] = {}  # the stage's best validation so far
+        self.optimizer: torch.optim.Optimizer | None = None
 
     # -- setup -------------------------------------------------------------------------------
     def _components(self) -> tuple[Embedder, Answerer]:
@@ -104,7 +115,37 @@ class LogoGRPORecipe:
 
         self.runner = runner(SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens, seed=cfg.seed))
         self.eval_runner = runner(SamplingParams(temperature=0.0, max_tokens=cfg.max_tokens))
-        self.metrics = MetricsLog(self.out / "metrics.jsonl")
+        self._resume()
+        # rows past the checkpoint were written by the killed run and are about to be redone
+        self.metrics = MetricsLog(self.out / "metrics.jsonl", keep=lambda r: (r["stage"], r["step"]) <= (self.stage, self.stage_step))
+
+    def _stage_dir(self, stage: int) -> Path:
+        return self.out / f"stage-{stage}-{self.config.curriculum[stage]}"
+
+    def _warm_start_source(self, stage: int) -> Path | None:
+        return None if stage == 0 else self._stage_dir(stage - 1) / "best"
+
+    def _resume(self) -> None:
+        """Continue from the newest stage ``last`` checkpoint, if any.
+
+        A finished stage leaves the position at the next stage's start, whose warm start then
+        runs as in an unbroken run; an unfinished one restores its optimizer and RNG too, and
+        its warm start (already in the saved weights) is not repeated.
+        """
+        cfg = self.config
+        for stage in reversed(range(len(cfg.curriculum))):
+            last = latest_checkpoint(self._stage_dir(stage) / "last")
+            if last is None:
+                continue
+            self.optimizer = self._new_optimizer()
+            state = load_checkpoint(last, policy=self.policy, optimizer=self.optimizer)
+            self.rollouts.sync(self.policy)
+            self.stage_starts = [self._warm_start_source(s) for s in range(stage + 1)]
+            if state.step >= cfg.steps:
+                self.stage, self.stage_step, self.optimizer = stage + 1, 0, None
+            else:
+                self.stage, self.stage_step, self.stage_best = stage, state.step, state.extra["eval"]
+            return
 
     def _new_optimizer(self) -> torch.optim.Optimizer:
         return torch.optim.AdamW(self.policy.trainable_parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay)
@@ -140,46 +181,59 @@ class LogoGRPORecipe:
 
     # -- the loop --------------------------------------------------------------------------------
     def train(self) -> list[dict[str, Any]]:
-        from tqdm import tqdm
-
         cfg = self.config
         logged: list[dict[str, Any]] = []
-        previous_best: Path | None = None
-        for stage, n_sessions in enumerate(cfg.curriculum):
-            stage_dir = self.out / f"stage-{stage}-{n_sessions}"
-            # warm start from the previous stage's best validation checkpoint, fresh optimizer
-            if previous_best is not None:
-                load_checkpoint(previous_best, policy=self.policy, restore_rng=False)
-                self.rollouts.sync(self.policy)
-            self.stage_starts.append(previous_best)
-            optimizer = self._new_optimizer()
-            train_eps, val_eps = self.episodes(n_sessions)
-            best = self._evaluate(val_eps)  # the stage's starting point is a candidate too
-            save_checkpoint(stage_dir / "best", policy=self.policy, optimizer=None, step=0, config=cfg.model_dump(mode="json"), extra={"eval": best})
-            bar = tqdm(range(cfg.steps), desc=f"logo-grpo {n_sessions} sessions", disable=not cfg.progress)
-            for step in bar:
-                started = time.perf_counter()
-                sampled = self.sample(train_eps[step % len(train_eps)], step_seed(cfg.seed, stage, step))
-                rows = self.rows(sampled)
-                stats = ppo_update(self.policy, optimizer, rows, cfg) if rows else UpdateStats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-                self.rollouts.sync(self.policy)
-                self.last_step = sampled
-                row = {"stage": stage, "sessions": n_sessions, **self._metrics_row(step + 1, sampled, stats, len(rows), time.perf_counter() - started)}
-                if (cfg.eval_every and (step + 1) % cfg.eval_every == 0) or step + 1 == cfg.steps:
-                    result = self._evaluate(val_eps)
-                    row.update({f"eval_{k}": v for k, v in result.items()})
-                    if result["reward"] > best["reward"]:
-                        best = result
-                        save_checkpoint(stage_dir / "best", policy=self.policy, optimizer=None, step=step + 1, config=cfg.model_dump(mode="json"), extra={"eval": best})
-                self.metrics.write(row)
-                logged.append(row)
-                bar.set_postfix(reward=f"{row['reward_mean']:.3f}")
-            save_checkpoint(stage_dir / "last", policy=self.policy, optimizer=optimizer, step=cfg.steps, config=cfg.model_dump(mode="json"), extra={"eval": best})
-            previous_best = stage_dir / "best"
-        self.final_best = previous_best
+        for stage in range(self.stage, len(cfg.curriculum)):
+            train_eps, val_eps = self.episodes(cfg.curriculum[stage])
+            if self.stage_step == 0:
+                self._start_stage(stage, val_eps)
+            logged += self._train_stage(stage, train_eps, val_eps)
+            self.stage, self.stage_step = stage + 1, 0
+        self.final_best = self._stage_dir(len(cfg.curriculum) - 1) / "best"
         plot_metrics(self.out / "metrics.jsonl", self.out / "curves.png")
         if cfg.publish is not None:
             self.publish()
+        return logged
+
+    def _start_stage(self, stage: int, val_eps: Sequence[Episode]) -> None:
+        """Warm start from the previous stage's best validation checkpoint, fresh optimizer; the
+        starting point is the stage's first best candidate."""
+        source = self._warm_start_source(stage)
+        if source is not None:
+            load_checkpoint(source, policy=self.policy, restore_rng=False)
+            self.rollouts.sync(self.policy)
+        self.stage_starts.append(source)
+        self.optimizer = self._new_optimizer()
+        self.stage_best = self._evaluate(val_eps)
+        self.save_checkpoint(self._stage_dir(stage) / "best", with_optimizer=False)
+
+    def _train_stage(self, stage: int, train_eps: Sequence[Episode], val_eps: Sequence[Episode]) -> list[dict[str, Any]]:
+        from tqdm import tqdm
+
+        cfg, optimizer = self.config, self.optimizer
+        assert optimizer is not None
+        n_sessions = cfg.curriculum[stage]
+        logged = []
+        bar = tqdm(range(self.stage_step, cfg.steps), initial=self.stage_step, total=cfg.steps, desc=f"logo-grpo {n_sessions} sessions", disable=not cfg.progress)
+        for step in bar:
+            started = time.perf_counter()
+            sampled = self.sample(train_eps[step % len(train_eps)], step_seed(cfg.seed, stage, step))
+            rows = self.rows(sampled)
+            stats = ppo_update(self.policy, optimizer, rows, cfg) if rows else UpdateStats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            self.rollouts.sync(self.policy)
+            self.last_step, self.stage_step = sampled, step + 1
+            row = {"stage": stage, "sessions": n_sessions, **self._metrics_row(step + 1, sampled, stats, len(rows), time.perf_counter() - started)}
+            if (cfg.eval_every and self.stage_step % cfg.eval_every == 0) or self.stage_step == cfg.steps:
+                result = self._evaluate(val_eps)
+                row.update({f"eval_{k}": v for k, v in result.items()})
+                if result["reward"] > self.stage_best["reward"]:
+                    self.stage_best = result
+                    self.save_checkpoint(self._stage_dir(stage) / "best", with_optimizer=False)
+            self.metrics.write(row)
+            logged.append(row)
+            bar.set_postfix(reward=f"{row['reward_mean']:.3f}")
+            if self.stage_step % cfg.checkpoint_every == 0 or self.stage_step == cfg.steps:
+                self.save_checkpoint()
         return logged
 
     def _metrics_row(self, step: int, sampled: LogoStep, stats: UpdateStats, n_rows: int, seconds: float) -> dict[str, Any]:
@@ -208,8 +262,15 @@ class LogoGRPORecipe:
         return {"reward": sum(o.reward for o in outcomes) / n, "qa_f1": sum(o.qa_f1 for o in outcomes) / n, "compression": sum(o.compression for o in outcomes) / n}
 
     # -- checkpoints and export --------------------------------------------------------------------
-    def save_checkpoint(self, path: Path) -> Path:
-        return save_checkpoint(path, policy=self.policy, optimizer=None, step=0, config=self.config.model_dump(mode="json"))
+    def save_checkpoint(self, path: Path | None = None, *, with_optimizer: bool = True) -> Path:
+        """The adapter and the run's position (stage, step within it, the stage's best so far);
+        by default as the current stage's ``last``, the checkpoint `setup` resumes from."""
+        cfg = self.config
+        return save_checkpoint(
+            path or self._stage_dir(self.stage) / "last", policy=self.policy, optimizer=self.optimizer if with_optimizer else None,
+            step=self.stage_step, config=cfg.model_dump(mode="json"),
+            extra={"stage": self.stage, "sessions": cfg.curriculum[self.stage], "eval": self.stage_best},
+        )  # fmt: skip
 
     def publish(self) -> list[Any]:
         p, cfg = self.config.publish, self.config
@@ -219,10 +280,10 @@ class LogoGRPORecipe:
         return [
             export_policy(
                 self.final_best / "adapter", p.registry_dir, role=role, version=p.version, base_model=cfg.base_model,
-                config={**cfg.model_dump(mode="json"), "prompt_role": f"r2_{role}"}, eval_metrics=metrics,
-                training_data_hash=keys, promote=p.promote,
+                config=cfg.model_dump(mode="json"), eval_metrics=metrics, training_data_hash=keys, promote=p.promote,
+                prompt=prompt,
             )  # fmt: skip
-            for role in ("extractor", "manager")
+            for role, prompt in self.runner.prompt_ids().items()
         ]
 
     def cleanup(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +19,17 @@ DEFAULT_CURVES = ("reward_mean", "reward_std", "zero_variance_fraction", "kl", "
 
 
 class MetricsLog:
-    """Appends rows to ``path``; rows after ``resume_step`` (written by a run that went on past its last checkpoint) are dropped."""
+    """Appends rows to ``path``; rows after ``resume_step`` (written by a run that went on past its last checkpoint) are dropped.
 
-    def __init__(self, path: str | os.PathLike[str], *, resume_step: int = 0) -> None:
+    ``keep`` replaces the step test where a run's position is more than a step number (a
+    curriculum's stage and the step within it)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, resume_step: int = 0, keep: Callable[[dict[str, Any]], bool] | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= resume_step] if resume_step else []
+        if keep is None:
+            keep = (lambda r: r.get("step", 0) <= resume_step) if resume_step else (lambda r: False)
+        kept = [r for r in read_metrics(self.path) if keep(r)]
         self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
 
     def write(self, row: dict[str, Any]) -> None:

@@ -1,6 +1,7 @@
 """LoGo-GRPO on a tiny model that speaks the Memory-R2 reply formats: local groups re-roll from
-the anchor's restored memory, differ from each other, are normalised on their own, and a
-curriculum stage starts from the previous stage's best validation checkpoint."""
+the anchor's restored memory, differ from each other, are normalised on their own, a
+curriculum stage starts from the previous stage's best validation checkpoint, a killed run
+resumes inside its stage, and the published adapter names the r2 prompts it was trained with."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from safetensors.torch import load_file
 
 from memsdk.embedding import HashEmbedder
 from memsdk.policies import ExtractiveAnswerer
+from memsdk.registry import PolicyRegistry
 from memsdk.types import Scope, Turn
 from memsdk_training.advantages import grpo_advantages
 from memsdk_training.env import Episode, QAItem, Session
-from memsdk_training.recipes import LogoGRPOConfig, read_metrics
+from memsdk_training.recipes import LogoGRPOConfig, PublishSettings, read_metrics
 from memsdk_training.recipes.logo_grpo import LogoGRPORecipe
 
 from ._tiny import make_format_model
@@ -38,14 +40,14 @@ def episode(n_sessions: int, key: str) -> Episode:
 
 class TinyLogo(LogoGRPORecipe):
     """Synthetic episodes, a hash embedder, the extractive answerer; validation scores scripted
-    per stage so that the best checkpoint is known (and is not the last one) in stage 0."""
+    by (stage, steps done in it) so that the best checkpoint is known (and is not the last one)
+    in stage 0, and a resumed run is scored as the unbroken one."""
 
-    SCRIPT = {0: [0.0, 0.5, 0.1], 1: [0.0, 0.2, 0.3]}
+    SCRIPT = {0: [0.0, 0.5, 0.1, 0.2, 0.3], 1: [0.0, 0.2, 0.1, 0.4, 0.3]}
 
     def __init__(self, config: LogoGRPOConfig) -> None:
         super().__init__(config)
         self.start_weights: list[dict[str, torch.Tensor]] = []
-        self._evals = 0
 
     def _components(self):  # type: ignore[no-untyped-def]
         return HashEmbedder(64), ExtractiveAnswerer()
@@ -53,15 +55,29 @@ class TinyLogo(LogoGRPORecipe):
     def episodes(self, sessions: int):  # type: ignore[no-untyped-def]
         return [episode(sessions, "train")], [episode(sessions, "val")]
 
-    def _new_optimizer(self):  # type: ignore[no-untyped-def]
+    def _start_stage(self, stage, val_eps):  # type: ignore[no-untyped-def]
+        super()._start_stage(stage, val_eps)
         self.start_weights.append(self.policy.adapter_state())  # right after the warm start
-        return super()._new_optimizer()
 
     def _evaluate(self, episodes):  # type: ignore[no-untyped-def]
-        real = super()._evaluate(episodes)
-        stage, index = divmod(self._evals, 3)
-        self._evals += 1
-        return {**real, "reward": self.SCRIPT[stage][index]}
+        return {**super()._evaluate(episodes), "reward": self.SCRIPT[self.stage][self.stage_step]}
+
+
+class Killed(Exception):
+    pass
+
+
+class KilledLogo(TinyLogo):
+    """Dies when about to sample the step after ``at`` = (stage, steps done in it), as a killed process would."""
+
+    def __init__(self, config: LogoGRPOConfig, at: tuple[int, int]) -> None:
+        super().__init__(config)
+        self.at = at
+
+    def sample(self, episode, seed):  # type: ignore[no-untyped-def]
+        if (self.stage, self.stage_step) == self.at:
+            raise Killed
+        return super().sample(episode, seed)
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +95,7 @@ def test_logo_groups_and_curriculum_warm_start(format_model_dir: Path, tmp_path:
         model_path=str(format_model_dir), output_dir=str(tmp_path), num_threads=1, progress=False, seed=3,
         curriculum=(2, 3), steps=2, eval_every=1, group_size=3, rerolls=3, p_local=1.0, chunk_turns=2, max_tokens=10,
         temperature=1.0, lr=5e-2, ppo_epochs=1, qa_per_session=None,
+        publish=PublishSettings(registry_dir=str(tmp_path / "registry"), version="r2-1"),
     )  # fmt: skip
     recipe = TinyLogo(config)
     recipe.setup()
@@ -119,3 +136,60 @@ def test_logo_groups_and_curriculum_warm_start(format_model_dir: Path, tmp_path:
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert [(r["stage"], r["step"]) for r in rows] == [(0, 1), (0, 2), (1, 1), (1, 2)]
     assert all(r["local_groups"] >= 1 and 0 <= r["parse_failure_rate"] <= 1 for r in rows)
+
+    # one adapter, two roles: each manifest names the prompt that role rendered in training
+    registry = PolicyRegistry(tmp_path / "registry")
+    assert {role: registry.get(role, "r2-1").prompt for role in ("extractor", "manager")} == {"extractor": "r2_extractor/v2", "manager": "r2_manager/v2"}
+
+
+def _resume_config(model: Path, out: Path) -> LogoGRPOConfig:
+    return LogoGRPOConfig(
+        model_path=str(model), output_dir=str(out), num_threads=1, progress=False, seed=5, curriculum=(1, 2), steps=4,
+        eval_every=1, checkpoint_every=2, group_size=2, rerolls=2, p_local=0.5, chunk_turns=2, max_tokens=10,
+        temperature=1.0, lr=5e-2, ppo_epochs=1, qa_per_session=None,
+    )  # fmt: skip
+
+
+def _trained(recipe: TinyLogo) -> TinyLogo:
+    recipe.setup()
+    recipe.train()
+    return recipe
+
+
+@pytest.fixture(scope="module")
+def unbroken(format_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> TinyLogo:
+    return _trained(TinyLogo(_resume_config(format_model_dir, tmp_path_factory.mktemp("unbroken"))))
+
+
+def _without_time(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+
+@pytest.mark.parametrize(
+    ("killed_at", "resumes_at", "warm_starts"),
+    [
+        ((1, 3), (1, 2), 0),  # inside stage 1, one step past its checkpoint at step 2: that step is redone
+        ((1, 1), (1, 0), 1),  # before stage 1's first checkpoint: stage 1 starts again, warm start and all
+    ],
+)
+def test_a_killed_curriculum_run_resumes_where_it_stopped(
+    format_model_dir: Path, tmp_path: Path, unbroken: TinyLogo, killed_at: tuple[int, int], resumes_at: tuple[int, int], warm_starts: int
+) -> None:
+    config = _resume_config(format_model_dir, tmp_path)
+    with pytest.raises(Killed):
+        _trained(KilledLogo(config, at=killed_at))
+
+    resumed = TinyLogo(config)
+    resumed.setup()
+    assert (resumed.stage, resumed.stage_step) == resumes_at
+    tail = resumed.train()
+    assert [(r["stage"], r["step"]) for r in tail] == [(1, s) for s in range(resumes_at[1] + 1, 5)]  # stage 0 is not run again
+    assert len(resumed.start_weights) == warm_starts  # a stage's warm start happens once, even across the kill
+    assert resumed.stage_starts == [None, tmp_path / "stage-0-1" / "best"]
+
+    assert _without_time(read_metrics(tmp_path / "metrics.jsonl")) == _without_time(read_metrics(unbroken.out / "metrics.jsonl"))
+    for name, weight in unbroken.policy.adapter_state().items():
+        torch.testing.assert_close(resumed.policy.adapter_state()[name], weight, rtol=1e-5, atol=1e-6)
+    # stage 1's best is step 3, the step the first case redoes: found again against the restored best-so-far
+    best = [torch.load(r.out / "stage-1-2" / "best" / "trainer.pt", weights_only=False) for r in (resumed, unbroken)]
+    assert [(b["step"], b["extra"]["eval"]["reward"]) for b in best] == [(3, 0.4)] * 2
