@@ -4,7 +4,10 @@ A checkpoint is a folder, written under a temporary name and renamed into place,
 crash mid-save leaves the previous checkpoint intact:
 
     <dir>/adapter/        the peft LoRA adapter (adapter_config.json + safetensors)
-    <dir>/trainer.pt      {"step", "optimizer", "rng", "config", "extra"}   a plain dict, as nanoGPT's
+    <dir>/trainer.pt      {"step", "optimizer", "rng", "config", "extra", "modules"}   a plain dict, as nanoGPT's
+
+``modules`` holds the state dicts of training-only modules beside the adapter (PPO's value
+head): they resume with the run but are never part of the adapter a client loads.
 
 ``rng`` holds Python's, torch's CPU and (when present) CUDA generator states, so a resumed
 run draws the same states, seeds and samples as the run it continues.
@@ -20,7 +23,7 @@ import hashlib
 import os
 import random
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,16 +69,19 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def save_checkpoint(
     path: str | os.PathLike[str], *, policy: Any, optimizer: torch.optim.Optimizer | None, step: int,
-    config: dict[str, Any], extra: dict[str, Any] | None = None,
+    config: dict[str, Any], extra: dict[str, Any] | None = None, modules: Mapping[str, torch.nn.Module] | None = None,
 ) -> Path:  # fmt: skip
-    """Write adapter + trainer state to ``path`` atomically (replacing an older one there)."""
+    """Write adapter + trainer state (and ``modules``' weights) to ``path`` atomically (replacing an older one there)."""
     final = Path(path)
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     policy.save_adapter(tmp / ADAPTER)
     torch.save(
-        {"step": step, "optimizer": None if optimizer is None else optimizer.state_dict(), "rng": rng_state(), "config": config, "extra": extra or {}},
+        {
+            "step": step, "optimizer": None if optimizer is None else optimizer.state_dict(), "rng": rng_state(), "config": config,
+            "extra": extra or {}, "modules": {name: m.state_dict() for name, m in (modules or {}).items()},
+        },
         tmp / TRAINER,
     )
     old = final.with_name(f".{final.name}.old-{os.getpid()}")
@@ -86,12 +92,24 @@ def save_checkpoint(
     return final
 
 
-def load_checkpoint(path: str | os.PathLike[str], *, policy: Any, optimizer: torch.optim.Optimizer | None = None, restore_rng: bool = True) -> TrainerState:
-    """Load the adapter weights into ``policy`` and, when given, the optimizer and RNG states."""
+def load_checkpoint(
+    path: str | os.PathLike[str], *, policy: Any, optimizer: torch.optim.Optimizer | None = None, restore_rng: bool = True,
+    modules: Mapping[str, torch.nn.Module] | None = None,
+) -> TrainerState:  # fmt: skip
+    """Load the adapter weights into ``policy`` and, when given, the optimizer, RNG and ``modules``' states.
+
+    Every module asked for must be in the checkpoint (a PPO run cannot resume from a GRPO
+    checkpoint with a fresh critic by accident); modules saved but not asked for are ignored.
+    """
     folder = Path(path)
     policy.load_adapter_weights(folder / ADAPTER)
     # our own file: it holds the optimizer state and RNG tuples, which weights_only refuses
     state = torch.load(folder / TRAINER, map_location="cpu", weights_only=False)
+    saved = state.get("modules", {})  # checkpoints written before modules existed have none
+    for name, module in (modules or {}).items():
+        if name not in saved:
+            raise ValueError(f"checkpoint {folder} has no {name!r} (it has {sorted(saved)})")
+        module.load_state_dict(saved[name])
     if optimizer is not None and state["optimizer"] is not None:
         optimizer.load_state_dict(state["optimizer"])
     if restore_rng:

@@ -4,7 +4,7 @@ aggregation  aggregate(per_token, mask, mode): token-mean / seq-mean-token-mean 
 ppo          clipped surrogate: asymmetric and dual clip, token / sequence / step ratio
 kl           k1, k2, k3 estimators of KL(pi || pi_ref)
 entropy      entropy bonus from logits
-value        GAE and the clipped value-head loss
+value        GAE, the clipped value-head loss, batch whitening, explained variance
 """
 
 from .aggregation import AggregationMode, StepMeans, aggregate, row_step_ids, step_means
@@ -20,7 +20,15 @@ from .ppo import (
     policy_ratio,
     ppo_clip_loss,
 )
-from .value import GAEOutput, ValueLossOutput, clipped_value_loss, gae, terminal_rewards
+from .value import (
+    GAEOutput,
+    ValueLossOutput,
+    clipped_value_loss,
+    explained_variance,
+    gae,
+    terminal_rewards,
+    whiten,
+)
 
 __all__ = [
     "AggregationMode",
@@ -38,6 +46,7 @@ __all__ = [
     "clipped_surrogate",
     "clipped_value_loss",
     "entropy_bonus",
+    "explained_variance",
     "gae",
     "kl_estimate",
     "kl_k1",
@@ -49,4 +58,5 @@ __all__ = [
     "step_means",
     "terminal_rewards",
     "token_entropy",
+    "whiten",
 ]

@@ -13,6 +13,12 @@ Clipped value loss (PPO2 in openai/baselines; the PPO paper has no equation for 
 
 The clip keeps one update from moving the critic far from the values the advantages were
 computed with, mirroring the policy clip.
+
+Batch whitening of the advantages (openai/baselines PPO2, TRL's ``masked_whiten``) and the
+critic's explained variance, both over the valid tokens of the batch:
+
+    A'  = (A - mean A) / (std A + eps)
+    EV  = 1 - Var[G - V] / Var[G]          1: V predicts the returns; <= 0: no better than a constant
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import torch
 
 from .aggregation import AggregationMode, aggregate
 
-__all__ = ["terminal_rewards", "GAEOutput", "gae", "ValueLossOutput", "clipped_value_loss"]
+__all__ = ["terminal_rewards", "GAEOutput", "gae", "whiten", "explained_variance", "ValueLossOutput", "clipped_value_loss"]
 
 
 def terminal_rewards(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -65,6 +71,27 @@ def gae(
         next_value = values[:, t] * m[:, t]
         next_advantage = advantages[:, t]
     return GAEOutput(advantages, (advantages + values) * m)
+
+
+def whiten(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """A' of the module docstring: [B, L] -> [B, L], 0 where masked.
+
+    Mean and population std are taken over every valid token of the batch, so an advantage
+    is large relative to the whole batch (not its own row). The shift makes them sum to 0
+    over the batch, so a critic that lags behind the rewards cannot push every token up.
+    """
+    valid = values[mask.bool()]  # [N]
+    if valid.numel() == 0:
+        return torch.zeros_like(values)
+    return (values - valid.mean()) / (valid.std(correction=0) + eps) * mask.to(values.dtype)
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
+    """EV of the module docstring over the valid tokens of values, returns, mask [B, L]; NaN when Var[G] = 0."""
+    valid = mask.bool()
+    v, g = values.detach()[valid], returns.detach()[valid]  # [N]
+    var_g = g.var(correction=0) if g.numel() else g.new_zeros(())
+    return float("nan") if float(var_g) == 0 else float(1 - (g - v).var(correction=0) / var_g)
 
 
 class ValueLossOutput(NamedTuple):

@@ -7,12 +7,13 @@ update        `ppo_update`: PPO-clip + KL to the adapter-free model + entropy, o
 metrics       the JSONL metrics log and the PNG of its curves
 grpo          `GRPORecipe`: the shared single-call GRPO loop (setup / train / save_checkpoint / cleanup)
 grpo_manager  `ManagerGRPORecipe`: Memory-R1's manager with a frozen answerer as the reward
+ppo_manager   `ManagerPPORecipe`: the same manager with PPO and a value head (the paper's PPO variant)
 grpo_answerer `AnswererGRPORecipe`: Memory-R1's answer agent on (question, k memories, gold)
 logo_grpo     `LogoGRPORecipe`: Memory-R2's shared extractor + manager, LoGo groups, curriculum
 """
 
-from .config import AnswererGRPOConfig, LoRASettings, LogoGRPOConfig, ManagerGRPOConfig, PublishSettings, RecipeConfig, load_config
-from .grpo import GroupEnv, GRPORecipe, RecipeData, Sampled, SampledGroup, step_seed
+from .config import AnswererGRPOConfig, LoRASettings, LogoGRPOConfig, ManagerGRPOConfig, ManagerPPOConfig, PublishSettings, RecipeConfig, load_config
+from .grpo import GroupEnv, GRPORecipe, Learned, RecipeData, Sampled, SampledGroup, step_seed
 from .metrics import MetricsLog, plot_metrics, read_metrics
 from .policy import Generated, Policy, PolicyBackend, Scored, render_chat
 from .rollouts import InProcessRollouts, RolloutEngine, VLLMRollouts, rollout_engine
@@ -24,9 +25,11 @@ __all__ = [
     "Generated",
     "GroupEnv",
     "InProcessRollouts",
+    "Learned",
     "LoRASettings",
     "LogoGRPOConfig",
     "ManagerGRPOConfig",
+    "ManagerPPOConfig",
     "MetricsLog",
     "Policy",
     "PolicyBackend",

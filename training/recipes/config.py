@@ -26,6 +26,7 @@ __all__ = [
     "PublishSettings",
     "RecipeConfig",
     "ManagerGRPOConfig",
+    "ManagerPPOConfig",
     "AnswererGRPOConfig",
     "LogoGRPOConfig",
     "load_config",
@@ -126,6 +127,29 @@ class ManagerGRPOConfig(RecipeConfig):
     max_train_states: int | None = 32
     max_val_states: int | None = 8
     max_tokens: int = 96
+
+
+class ManagerPPOConfig(ManagerGRPOConfig):
+    """Memory-R1's manager with PPO: a value head on the policy's last hidden state is the baseline.
+
+    Advantages are GAE over the reply's tokens with the reward on its last token, so no group
+    statistics are needed: ``group_size`` may be 1, and no group is ever dropped
+    (``drop_zero_variance`` and ``scale_by_std`` do not apply).
+    """
+
+    group_size: int = Field(4, ge=1, description="Replies per state: more rows from one state, not a baseline.")
+    drop_zero_variance: bool = Field(False, description="Must stay False: the critic, not the group, is the baseline.")
+    gamma: float = Field(1.0, ge=0.0, le=1.0, description="GAE discount over the reply's tokens.")
+    lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda: 1 is Monte Carlo returns, 0 is one-step TD.")
+    vf_coef: float = Field(0.1, ge=0.0, description="Weight of the value loss in the shared-backbone loss.")
+    value_clip: float | None = Field(0.2, gt=0.0, description="Clip of V around the values the advantages used; None: unclipped.")
+    value_lr: float | None = Field(None, gt=0.0, description="The value head's learning rate; None: lr.")
+
+    @model_validator(mode="after")
+    def _no_group_dropping(self) -> ManagerPPOConfig:
+        if self.drop_zero_variance:
+            raise ValueError("PPO does not drop zero-variance groups: the value head is the baseline")
+        return self
 
 
 class AnswererGRPOConfig(RecipeConfig):

@@ -13,6 +13,11 @@ bottom:
         4. sync        the rollout engine sees the new weights (vLLM: reload the adapter)
         5. log         one JSONL row; eval on validation every eval_every steps; checkpoint
 
+Steps 2 and 3 are one method, ``learn(groups)``: a recipe that learns differently from the
+same rollouts overrides only it (`recipes.ppo_manager`: a value head's GAE instead of group
+statistics, and its ``_setup_modules`` / ``param_groups`` add the head to the optimizer and
+the checkpoints).
+
 torchtune's recipe shape: ``setup`` / ``train`` / ``save_checkpoint`` / ``cleanup``.
 """
 
@@ -24,7 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import torch
 
@@ -33,12 +38,12 @@ from memsdk.llm.base import SamplingParams
 from ..advantages import GroupedAdvantages, grouped_advantages
 from ..checkpoint import data_hash, export_policy, latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import RecipeConfig
-from .metrics import MetricsLog, plot_metrics
+from .metrics import DEFAULT_CURVES, MetricsLog, plot_metrics
 from .policy import Policy
 from .rollouts import RolloutEngine, rollout_engine
 from .update import Row, UpdateStats, ppo_update
 
-__all__ = ["Sampled", "SampledGroup", "GroupEnv", "RecipeData", "GRPORecipe", "step_seed"]
+__all__ = ["Sampled", "SampledGroup", "GroupEnv", "RecipeData", "Learned", "GRPORecipe", "step_seed"]
 
 S = TypeVar("S")
 
@@ -81,6 +86,15 @@ class RecipeData(Generic[S]):
     val: Sequence[S]
 
 
+class Learned(NamedTuple):
+    """What one step's learning (`GRPORecipe.learn`) reports to the metrics row."""
+
+    stats: UpdateStats
+    rows: int  # rows the update saw
+    zero_variance_fraction: float  # groups whose rewards were all equal
+    extra: dict[str, float]  # the recipe's own metrics (PPO: value_loss, explained_variance)
+
+
 def step_seed(seed: int, *parts: object) -> int:
     """A 31-bit seed for one call, from the run seed and where in the run the call is."""
     return random.Random(":".join(map(str, (seed, *parts)))).getrandbits(31)
@@ -88,6 +102,8 @@ def step_seed(seed: int, *parts: object) -> int:
 
 class GRPORecipe(abc.ABC, Generic[S]):
     role: str = "manager"
+    algorithm: str = "grpo"
+    curves: tuple[str, ...] = DEFAULT_CURVES  # drawn into curves.png
 
     def __init__(self, config: RecipeConfig) -> None:
         self.config = config
@@ -101,19 +117,28 @@ class GRPORecipe(abc.ABC, Generic[S]):
     def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[S]:
         """Build the environment and the train / validation states."""
 
+    def _setup_modules(self, policy: Policy) -> dict[str, torch.nn.Module]:
+        """Training-only modules beside the LoRA (none for GRPO): checkpointed, never published."""
+        return {}
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        """What the optimizer steps: the LoRA weights (plus, in a subclass, its training-only modules)."""
+        return [{"params": self.policy.trainable_parameters()}]
+
     def setup(self) -> None:
         cfg = self.config
         random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
         self.out.mkdir(parents=True, exist_ok=True)
         self.policy = Policy.from_config(cfg)
-        self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.modules = self._setup_modules(self.policy)
+        self.optimizer = torch.optim.AdamW(self.param_groups(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.rollouts = rollout_engine(cfg, self.policy, self.out)
         self.data = self._setup_data(self.policy, self.rollouts)
         if not self.data.train:
             raise ValueError("no training states")
         if (last := latest_checkpoint(self.out / "checkpoints" / "last")) is not None:
-            state = load_checkpoint(last, policy=self.policy, optimizer=self.optimizer)
+            state = load_checkpoint(last, policy=self.policy, optimizer=self.optimizer, modules=self.modules)
             self.step, self.best, self.evals = state.step, state.extra.get("best"), state.extra.get("evals", [])
             self.rollouts.sync(self.policy)
         self.metrics = MetricsLog(self.out / "metrics.jsonl", resume_step=self.step)
@@ -147,6 +172,17 @@ class GRPORecipe(abc.ABC, Generic[S]):
             out.append(Row(group.prompt, group.samples[m_idx].token_ids, a))
         return out
 
+    def learn(self, groups: Sequence[SampledGroup]) -> Learned:
+        """Steps 2 + 3: group-relative advantages, then PPO epochs on the rows.
+
+        Groups whose rewards are all equal carry no signal and are dropped (DAPO); when every
+        group was uniform there is nothing to learn from and the weights stay as they are.
+        """
+        adv = self.advantages(groups)
+        rows = self.rows(groups, adv)
+        stats = ppo_update(self.policy, self.optimizer, rows, self.config) if rows else UpdateStats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        return Learned(stats, len(rows), float((~adv.keep).double().mean()), {})
+
     # -- the loop --------------------------------------------------------------------------------
     def train(self) -> list[dict[str, Any]]:
         from tqdm import tqdm
@@ -154,23 +190,20 @@ class GRPORecipe(abc.ABC, Generic[S]):
         cfg, env = self.config, self.data.env
         if self.step == 0 and not self.evals:
             self.evals.append({"step": 0, **self.evaluate()})  # the baseline every later eval is compared to
-        bar = tqdm(range(self.step, cfg.steps), initial=self.step, total=cfg.steps, desc=f"grpo-{self.role}", disable=not cfg.progress)
+        bar = tqdm(range(self.step, cfg.steps), initial=self.step, total=cfg.steps, desc=f"{self.algorithm}-{self.role}", disable=not cfg.progress)
         rows_logged = []
         for step in bar:
             started = time.perf_counter()
             # 1. rollouts: a group of n replies per state, sampled from the current weights
             states = self.states_for(step)
             groups = [env.sample(s, self.sampling_params(step_seed(cfg.seed, step, k)), seed=step_seed(cfg.seed, "qa", step, k)) for k, s in enumerate(states)]
-            # 2. group-relative advantages; groups whose rewards are all equal carry no signal
-            adv = self.advantages(groups)
-            rows = self.rows(groups, adv)
-            # 3. PPO epochs on the rows (nothing to learn from when every group was uniform)
-            stats = ppo_update(self.policy, self.optimizer, rows, cfg) if rows else UpdateStats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            # 2-3. advantages from the scored groups, then PPO epochs on them
+            learned = self.learn(groups)
             # 4. the next rollouts must come from the updated weights
             self.rollouts.sync(self.policy)
             self.step = step + 1
             # 5. metrics, evaluation, checkpoints
-            row = self._metrics_row(groups, adv, stats, len(rows), time.perf_counter() - started)
+            row = self._metrics_row(groups, learned, time.perf_counter() - started)
             if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
                 row.update({f"eval_{k}": v for k, v in self._evaluate_and_keep_best().items()})
             if self.step == cfg.steps:
@@ -180,19 +213,20 @@ class GRPORecipe(abc.ABC, Generic[S]):
             bar.set_postfix(reward=f"{row['reward_mean']:.2f}", kl=f"{row['kl']:.3f}")
             if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
                 self.save_checkpoint()
-        plot_metrics(self.out / "metrics.jsonl", self.out / "curves.png")
+        plot_metrics(self.out / "metrics.jsonl", self.out / "curves.png", self.curves)
         if cfg.publish is not None:
             self.publish()
         return rows_logged
 
-    def _metrics_row(self, groups: Sequence[SampledGroup], adv: GroupedAdvantages, stats: UpdateStats, n_rows: int, seconds: float) -> dict[str, Any]:
+    def _metrics_row(self, groups: Sequence[SampledGroup], learned: Learned, seconds: float) -> dict[str, Any]:
+        stats = learned.stats
         rewards = torch.tensor([r for g in groups for r in g.rewards], dtype=torch.float64)
         samples = [s for g in groups for s in g.samples]
         return {
             "step": self.step,
             "reward_mean": float(rewards.mean()),
             "reward_std": float(rewards.std(correction=0)),
-            "zero_variance_fraction": float((~adv.keep).double().mean()),
+            "zero_variance_fraction": learned.zero_variance_fraction,
             "kl": stats.kl,
             "entropy": stats.entropy,
             "clip_fraction": stats.clip_fraction,
@@ -201,8 +235,9 @@ class GRPORecipe(abc.ABC, Generic[S]):
             "parse_failure_rate": sum(s.parse_failed for s in samples) / len(samples),
             "loss": stats.loss,
             "grad_norm": stats.grad_norm,
-            "rows": n_rows,
+            "rows": learned.rows,
             "seconds": seconds,
+            **learned.extra,
         }
 
     # -- evaluation and checkpoints ----------------------------------------------------------------
@@ -220,11 +255,14 @@ class GRPORecipe(abc.ABC, Generic[S]):
     def save_checkpoint(self, path: Path | None = None) -> Path:
         return save_checkpoint(
             path or self.out / "checkpoints" / "last", policy=self.policy, optimizer=self.optimizer, step=self.step,
-            config=self.config.model_dump(mode="json"), extra={"best": self.best, "evals": self.evals},
+            config=self.config.model_dump(mode="json"), extra={"best": self.best, "evals": self.evals}, modules=self.modules,
         )  # fmt: skip
 
     def best_adapter(self) -> Path:
-        """The best validation checkpoint's adapter (the last one when there was no validation)."""
+        """The best validation checkpoint's adapter (the last one when there was no validation).
+
+        The LoRA only: training-only modules (a value head) stay in the checkpoint's trainer.pt.
+        """
         best = latest_checkpoint(self.out / "checkpoints" / "best")
         return (best or self.out / "checkpoints" / "last") / "adapter"
 

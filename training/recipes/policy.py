@@ -60,6 +60,7 @@ class Scored(NamedTuple):
     logp: torch.Tensor  # [B, L] log pi(y_l | prompt, y_<l) at the sampling temperature; 0 where masked
     mask: torch.Tensor  # [B, L] 1 on completion tokens
     logits: torch.Tensor | None  # [B, L, V] temperature-scaled, when asked (entropy)
+    hidden: torch.Tensor | None = None  # [B, L, H] final hidden state h_l whose logits predict token l, when asked (a value head)
 
 
 class Policy:
@@ -166,13 +167,18 @@ class Policy:
 
     # -- scoring ---------------------------------------------------------------------------
     def score(
-        self, prompts: Sequence[str], completions: Sequence[Sequence[int]], *, reference: bool = False, with_logits: bool = False
-    ) -> Scored:
+        self, prompts: Sequence[str], completions: Sequence[Sequence[int]], *, reference: bool = False, with_logits: bool = False,
+        with_hidden: bool = False,
+    ) -> Scored:  # fmt: skip
         """log pi(completion tokens | prompt) per token, under pi_theta or (``reference``) pi_ref.
 
         Prompts are left-padded and completions right-padded, so every completion starts at
         the same column W; positions come from the attention mask, as generate computes them
         for left padding. Only the logits of the last L + 1 columns are materialised.
+
+        ``with_hidden`` also returns the last layer's (post-norm) hidden states of the columns
+        W - 1 + l, from the same forward pass: the state s_l a value head reads V(s_l) from is
+        everything before token l, exactly what the logits predicting token l see.
         """
         enc = self._encode(prompts)
         length = max(1, max(len(c) for c in completions))
@@ -186,10 +192,13 @@ class Policy:
         attention = torch.cat([enc["attention_mask"], mask], dim=1)  # [B, W + L]
         positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [B, W + L]
         with self.model.disable_adapter() if reference else nullcontext():
-            out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=length + 1)
+            out = self.model(
+                input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=length + 1, output_hidden_states=with_hidden
+            )  # fmt: skip
         logits = out.logits[:, :-1].float() / self.temperature  # [B, L, V]: column W - 1 + l predicts token l
         logp = logits.log_softmax(-1).gather(-1, comp.unsqueeze(-1)).squeeze(-1) * mask  # [B, L]
-        return Scored(logp, mask, logits if with_logits else None)
+        hidden = out.hidden_states[-1][:, -(length + 1) : -1] if with_hidden else None  # [B, L, H]: the same columns
+        return Scored(logp, mask, logits if with_logits else None, hidden)
 
     def backend(self) -> "PolicyBackend":
         return PolicyBackend(self)

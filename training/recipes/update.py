@@ -13,11 +13,15 @@ manager step) with one advantage. Rows are scored ``micro_batch_size`` at a time
 micro-batch's loss is weighted by its share of rows before backward, so the accumulated
 gradient is that of the row-mean (exact for seq-mean-token-mean and step-mean with one step
 per row; token-mean becomes a mean of per-micro-batch token means).
+
+`policy_loss` (one micro-batch's L) and `run_epochs` (the accumulate / clip / step loop)
+are public so that an update with more terms (PPO with a value head,
+`recipes.ppo_manager`) adds its terms instead of repeating the loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -25,9 +29,9 @@ import torch
 
 from ..losses import aggregate, entropy_bonus, kl_estimate, ppo_clip_loss
 from .config import RecipeConfig
-from .policy import Policy
+from .policy import Policy, Scored
 
-__all__ = ["Row", "UpdateStats", "ppo_update"]
+__all__ = ["PolicyLoss", "Row", "UpdateStats", "policy_loss", "ppo_update", "run_epochs"]
 
 
 @dataclass(frozen=True)
@@ -63,36 +67,62 @@ def _score_old(policy: Policy, rows: Sequence[Row]) -> _Old:
     return _Old(old, ref)
 
 
+class PolicyLoss(NamedTuple):
+    loss: torch.Tensor  # [] L of the module docstring, carries the gradient
+    stats: dict[str, float]  # kl, entropy, clip_fraction, dual_clip_fraction: detached, for the log
+
+
+def policy_loss(new: Scored, old_logp: torch.Tensor, ref_logp: torch.Tensor, advantages: torch.Tensor, config: RecipeConfig) -> PolicyLoss:
+    """L = L_clip(rho, A) + beta_KL * KL_est + L_ent for one micro-batch scored ``with_logits``.
+
+    old_logp, ref_logp: [B, L]; advantages: [B] (one per row, GRPO) or [B, L] (per token, GAE).
+    """
+    # one step per row: Memory-R2's step = one call = one row (ids only matter for "step" level/aggregation)
+    step_ids = torch.arange(new.mask.shape[0], device=new.mask.device).unsqueeze(-1).expand_as(new.mask)  # [B, L]
+    pg = ppo_clip_loss(new.logp, old_logp, advantages, new.mask, config.clip(), step_ids)
+    kl = aggregate(kl_estimate(new.logp, ref_logp, config.kl_estimator), new.mask, config.aggregation, step_ids)
+    ent = entropy_bonus(new.logits, new.mask, config.entropy_coef, config.aggregation, step_ids)  # type: ignore[arg-type]
+    stats = {"kl": float(kl.detach()), "entropy": float(ent.entropy), "clip_fraction": float(pg.clip_region_fraction), "dual_clip_fraction": float(pg.dual_clip_fraction)}
+    return PolicyLoss(pg.loss + config.kl_coef * kl + ent.loss, stats)
+
+
+def run_epochs(
+    optimizer: torch.optim.Optimizer, params: Sequence[torch.nn.Parameter], weights: Sequence[float],
+    micro_loss: Callable[[int], tuple[torch.Tensor, dict[str, float]]], config: RecipeConfig,
+) -> dict[str, float]:  # fmt: skip
+    """``config.ppo_epochs`` passes, one optimizer step each: grad = sum_k w_k grad L_k over micro-batches k.
+
+    ``micro_loss(k)`` returns L_k and its stats; with w_k = rows_k / rows the accumulated
+    gradient is that of the row-mean. Returns the per-pass means of "loss", of every stat
+    (each weighted by w_k) and of "grad_norm" (before clipping, over ``params``).
+    """
+    totals: dict[str, float] = {}
+    for _ in range(config.ppo_epochs):
+        optimizer.zero_grad(set_to_none=True)
+        for k, weight in enumerate(weights):
+            loss, stats = micro_loss(k)
+            (loss * weight).backward()
+            for name, value in {"loss": float(loss.detach()), **stats}.items():
+                totals[name] = totals.get(name, 0.0) + value * weight
+        norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm if config.max_grad_norm else float("inf"))
+        totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(norm)
+        optimizer.step()
+    return {name: value / config.ppo_epochs for name, value in totals.items()}
+
+
 def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rows: Sequence[Row], config: RecipeConfig) -> UpdateStats:
     """``config.ppo_epochs`` passes over ``rows``, one optimizer step per pass."""
     rows = [r for r in rows if r.completion]  # an empty reply has no token to score
     if not rows:
         return UpdateStats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    clip = config.clip()
     batches = _chunks(rows, config.micro_batch_size)
     olds = [_score_old(policy, b) for b in batches]
-    params = policy.trainable_parameters()
-    totals = dict(loss=0.0, kl=0.0, entropy=0.0, clip=0.0, dual=0.0, grad=0.0)
-    for _ in range(config.ppo_epochs):
-        optimizer.zero_grad(set_to_none=True)
-        for batch, old in zip(batches, olds):
-            weight = len(batch) / len(rows)
-            new = policy.score([r.prompt for r in batch], [r.completion for r in batch], with_logits=True)
-            advantages = torch.tensor([r.advantage for r in batch], dtype=new.logp.dtype, device=new.logp.device)  # [B]
-            # one step per row: Memory-R2's step = one call = one row (ids only matter for "step" level/aggregation)
-            step_ids = torch.arange(len(batch), device=new.mask.device).unsqueeze(-1).expand_as(new.mask)  # [B, L]
-            pg = ppo_clip_loss(new.logp, old.logp, advantages, new.mask, clip, step_ids)
-            kl = aggregate(kl_estimate(new.logp, old.ref_logp, config.kl_estimator), new.mask, config.aggregation, step_ids)
-            ent = entropy_bonus(new.logits, new.mask, config.entropy_coef, config.aggregation, step_ids)  # type: ignore[arg-type]
-            loss = pg.loss + config.kl_coef * kl + ent.loss
-            (loss * weight).backward()
-            totals["loss"] += float(loss.detach()) * weight
-            totals["kl"] += float(kl.detach()) * weight
-            totals["entropy"] += float(ent.entropy.detach()) * weight
-            totals["clip"] += float(pg.clip_region_fraction) * weight
-            totals["dual"] += float(pg.dual_clip_fraction) * weight
-        norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm if config.max_grad_norm else float("inf"))
-        totals["grad"] += float(norm)
-        optimizer.step()
-    e = config.ppo_epochs
-    return UpdateStats(totals["loss"] / e, totals["kl"] / e, totals["entropy"] / e, totals["clip"] / e, totals["dual"] / e, totals["grad"] / e)
+
+    def micro_loss(k: int) -> PolicyLoss:
+        batch, old = batches[k], olds[k]
+        new = policy.score([r.prompt for r in batch], [r.completion for r in batch], with_logits=True)
+        advantages = torch.tensor([r.advantage for r in batch], dtype=new.logp.dtype, device=new.logp.device)  # [B]
+        return policy_loss(new, old.logp, old.ref_logp, advantages, config)
+
+    totals = run_epochs(optimizer, policy.trainable_parameters(), [len(b) / len(rows) for b in batches], micro_loss, config)
+    return UpdateStats(*(totals[name] for name in UpdateStats._fields))

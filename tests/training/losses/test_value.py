@@ -1,7 +1,9 @@
+import math
+
 import pytest
 import torch
 
-from memsdk_training.losses.value import clipped_value_loss, gae, terminal_rewards
+from memsdk_training.losses.value import clipped_value_loss, explained_variance, gae, terminal_rewards, whiten
 
 REWARDS = torch.tensor([[0.0, 0.0, 1.0]])
 VALUES = torch.tensor([[0.5, 0.6, 0.7]])
@@ -71,3 +73,25 @@ def test_unclipped_value_loss():
 def test_value_loss_empty_mask():
     out = clipped_value_loss(torch.ones(1, 2), torch.ones(1, 2), torch.zeros(1, 2), torch.zeros(1, 2))
     assert out.loss.item() == 0.0 and out.clip_fraction.item() == 0.0
+
+
+def test_whiten_uses_the_statistics_of_the_valid_tokens_only():
+    # valid: 1, 2, 3 -> mean 2, population std sqrt(2/3); the padded 100 must not count
+    values = torch.tensor([[1.0, 2.0], [3.0, 100.0]])
+    out = whiten(values, torch.tensor([[1, 1], [1, 0]]), eps=0.0)
+    s = (2 / 3) ** 0.5
+    torch.testing.assert_close(out, torch.tensor([[-1 / s, 0.0], [1 / s, 0.0]]))
+
+
+def test_whiten_empty_mask_is_zero():
+    assert whiten(torch.ones(2, 2), torch.zeros(2, 2)).tolist() == [[0.0, 0.0], [0.0, 0.0]]
+
+
+def test_explained_variance_hand_computed():
+    returns = torch.tensor([[1.0, 0.0, 1.0, 7.0]])
+    mask = torch.tensor([[1, 1, 1, 0]])
+    assert explained_variance(returns, returns, mask) == pytest.approx(1.0)
+    assert explained_variance(torch.full((1, 4), 0.5), returns, mask) == pytest.approx(0.0)  # a constant explains nothing
+    # G - V = [0.5, -0.5, 0.5]: Var = 2/9; Var[G] = 2/9 -> 0; V = G/2: Var[G/2] = 1/18 -> 1 - (1/18)/(2/9) = 0.75
+    assert explained_variance(returns / 2, returns, mask) == pytest.approx(0.75)
+    assert math.isnan(explained_variance(returns, torch.ones(1, 4), mask))  # undefined when Var[G] = 0
