@@ -13,8 +13,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import Any
+
 from memsdk.llm.base import SamplingParams
 from memsdk_training.recipes import PolicyBackend, Sampled, SampledGroup
+
+def run_recipe(cls: Any, config: Any) -> list[dict]:
+    """setup -> train -> cleanup; the metrics rows of the run."""
+    recipe = cls(config)
+    recipe.setup()
+    try:
+        return recipe.train()
+    finally:
+        recipe.cleanup()
+
+
+def mean_of(rows: list[dict], key: str = "reward_mean") -> float:
+    return sum(r[key] for r in rows) / len(rows)
+
 
 SPECIAL = ["<pad>", "<unk>", "<eos>", "<|system|>", "<|user|>", "<|assistant|>"]
 OPS = ["ADD", "UPDATE", "DELETE", "NOOP"]

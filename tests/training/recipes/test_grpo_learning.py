@@ -12,7 +12,7 @@ import torch
 from memsdk_training.advantages import GroupedAdvantages
 from memsdk_training.recipes import GRPORecipe, LoRASettings, RecipeConfig, RecipeData, read_metrics
 
-from ._tiny import OpChoiceEnv, op_states
+from ._tiny import OpChoiceEnv, mean_of as _mean, op_states, run_recipe as _run
 
 
 class OpRecipe(GRPORecipe):
@@ -39,19 +39,6 @@ def _config(model_dir: Path, out: Path, **overrides: object) -> RecipeConfig:
         num_threads=1,  # a tiny model: more threads only add contention on a busy 2-core machine
     )  # fmt: skip
     return RecipeConfig.model_validate({**base, **overrides})
-
-
-def _run(cls: type[OpRecipe], config: RecipeConfig) -> list[dict]:
-    recipe = cls(config)
-    recipe.setup()
-    try:
-        return recipe.train()
-    finally:
-        recipe.cleanup()
-
-
-def _mean(rows: list[dict], key: str = "reward_mean") -> float:
-    return sum(r[key] for r in rows) / len(rows)
 
 
 def test_grpo_learns_the_right_op_and_zeroed_advantages_do_not(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from safetensors.torch import load_file
 
 from memsdk.registry import PolicyRegistry
 
-from ._tiny import OpChoiceEnv, make_format_model, op_states
+from ._tiny import OpChoiceEnv, make_format_model, mean_of as _mean, op_states, run_recipe
 from .test_cli_and_recipes import CONFIGS, _tiny_config, needs_locomo
 
 
@@ -53,16 +53,7 @@ def _config(model_dir: Path, out: Path, **overrides: object) -> ManagerPPOConfig
 
 
 def _run(config: ManagerPPOConfig) -> list[dict]:
-    recipe = OpPPORecipe(config)
-    recipe.setup()
-    try:
-        return recipe.train()
-    finally:
-        recipe.cleanup()
-
-
-def _mean(rows: list[dict], key: str = "reward_mean") -> float:
-    return sum(r[key] for r in rows) / len(rows)
+    return run_recipe(OpPPORecipe, config)
 
 
 def test_ppo_with_a_value_head_learns_the_right_op_and_its_critic_follows_the_reward(tiny_model_dir: Path, tmp_path: Path) -> None:
