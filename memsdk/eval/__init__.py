@@ -1,6 +1,7 @@
 """Evaluation harness: LoCoMo end to end, retrieval recall, latency and cost, baselines.
 
     memsdk eval locomo --split val --baseline heuristic --out build/eval/val-heuristic
+    memsdk eval judge build/eval/val-heuristic --judge-url http://vllm:8000
     memsdk eval compare build/eval/a/report.json build/eval/b/report.json
 
     from memsdk.eval import EvalConfig, Evaluator
@@ -11,9 +12,9 @@
 """
 
 from memsdk.eval.config import Baseline, EvalConfig
-from memsdk.eval.judge import Judge, Verdict
+from memsdk.eval.judge import Judge, JudgedRun, Verdict, judge_run
 from memsdk.eval.report import compare, load_report, markdown, write_outputs
-from memsdk.eval.results import ConversationResult, IngestStats, QuestionResult, RunReport, Scores, Summary
+from memsdk.eval.results import ConversationResult, IngestStats, JudgeRef, QuestionResult, RunReport, Scores, Summary
 from memsdk.eval.runner import Evaluator
 from memsdk.eval.scoring import bleu1, evidence_recall, exact_match, normalize_answer, token_f1
 
@@ -24,6 +25,8 @@ __all__ = [
     "Evaluator",
     "IngestStats",
     "Judge",
+    "JudgeRef",
+    "JudgedRun",
     "QuestionResult",
     "RunReport",
     "Scores",
@@ -33,6 +36,7 @@ __all__ = [
     "compare",
     "evidence_recall",
     "exact_match",
+    "judge_run",
     "load_report",
     "markdown",
     "normalize_answer",

@@ -2,17 +2,21 @@
 
     memsdk eval locomo --split train|val|test [--config FILE] [--baseline raw-rag|heuristic|llm|full-context]
                        [--out DIR] [--include-adversarial] [--judge-url URL] [--concurrency N] ...
+    memsdk eval judge RUN_DIR --judge-url URL [--judge-model M] [--concurrency N] [--rejudge]
     memsdk eval compare A.json B.json
 
 ``locomo`` prints the markdown table and writes report.json / report.md / report.png to
 ``--out`` (default ``build/eval/<split>-<baseline>``); rerunning with the same settings
-reuses the conversations already finished there.
+reuses the conversations already finished there. ``judge`` adds the LLM judge J to a run
+afterwards (judging needs only question, gold and prediction, not the run's hours of ingest)
+and rewrites its report.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import closing
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -24,7 +28,7 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("eval", help="evaluate a configuration on LoCoMo, or compare two runs")
+    p = sub.add_parser("eval", help="evaluate a configuration on LoCoMo, judge a run's answers, or compare two runs")
     which = p.add_subparsers(dest="eval_command", required=True)
 
     lo = which.add_parser("locomo", help="build memory, answer and score a LoCoMo split")
@@ -44,6 +48,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     lo.add_argument("--max-questions", type=int)
     lo.add_argument("--concurrency", type=int)
     lo.add_argument("--no-progress", action="store_true")
+
+    jd = which.add_parser("judge", help="label a run's answers with the LLM judge J and rewrite its report")
+    jd.add_argument("run_dir", type=Path, help="the --out folder of an `eval locomo` run")
+    jd.add_argument("--judge-url", required=True, help="OpenAI-compatible server for the judge")
+    jd.add_argument("--judge-model", default=EvalConfig.model_fields["judge_model"].default)
+    jd.add_argument("--concurrency", type=int, default=4, help="judge requests in flight at once (default 4)")
+    jd.add_argument("--rejudge", action="store_true", help="relabel questions judged before, not only the unjudged ones")
+    jd.add_argument("--no-progress", action="store_true")
 
     cmp = which.add_parser("compare", help="print the differences between two report.json files")
     cmp.add_argument("a", type=Path)
@@ -74,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_command == "compare":
         sys.stdout.write(compare(load_report(args.a), load_report(args.b)))
         return 0
+    if args.eval_command == "judge":
+        return _judge(args)
     config = _config(args)
     out = args.out or Path("build") / "eval" / f"{args.split}-{config.baseline}"
     with Evaluator(config, out, progress=not args.no_progress) as evaluator:
@@ -81,4 +95,19 @@ def run(args: argparse.Namespace) -> int:
     paths = write_outputs(report, out)
     sys.stdout.write(markdown(report))
     sys.stdout.write(f"\nwrote {', '.join(str(p) for p in paths.values())}\n")
+    return 0
+
+
+def _judge(args: argparse.Namespace) -> int:
+    from memsdk.eval.judge import Judge, judge_run
+    from memsdk.eval.report import markdown
+
+    if args.concurrency < 1:
+        raise InvalidInput("concurrency", f"must be at least 1, got {args.concurrency}")
+    with closing(Judge.connect(args.judge_url, args.judge_model)) as judge:
+        done = judge_run(args.run_dir, judge, rejudge=args.rejudge, workers=args.concurrency, progress=not args.no_progress)
+    if done.report is not None:
+        sys.stdout.write(markdown(done.report) + "\n")
+    sys.stdout.write(f"judged {done.asked} questions of {done.conversations} conversations in {args.run_dir}")
+    sys.stdout.write("; report rewritten\n" if done.report is not None else "; no report.json yet: the run's next `memsdk eval locomo` reports J\n")
     return 0

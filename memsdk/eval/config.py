@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Baseline", "EvalConfig", "RESULT_FIELDS"]
+__all__ = ["Baseline", "EvalConfig", "JUDGE_FIELDS", "RESULT_FIELDS"]
 
 Baseline = Literal["raw-rag", "heuristic", "llm", "full-context"]
 
@@ -63,10 +63,25 @@ class EvalConfig(BaseModel):
         return self.baseline in ("llm", "full-context") or self.uses_llm_answerer
 
     def fingerprint(self) -> str:
-        """Hash of the fields that change a conversation's result: a cached result is reused
-        only under the same fingerprint (concurrency changes speed, not results)."""
-        kept = self.model_dump(mode="json", include=set(RESULT_FIELDS))
-        return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
+        """Hash of the fields that change a conversation's answers: a cached result is reused
+        only under the same fingerprint (concurrency changes speed, not results).
+
+        The judge only labels answers and can label them later (`memsdk eval judge`), so it
+        must not invalidate hours of ingest. It is hashed at its defaults rather than dropped,
+        so a run without a judge keeps the fingerprint it had when the judge was hashed as set."""
+        return _hash(self.model_copy(update=_JUDGE_DEFAULTS))
+
+    def accepts(self, fingerprint: str) -> bool:
+        """Whether a cached result made under ``fingerprint`` belongs to this config; results
+        of judged runs from before the judge left the fingerprint carry the judge's hash."""
+        return fingerprint in (self.fingerprint(), _hash(self))
 
 
 RESULT_FIELDS = tuple(f for f in EvalConfig.model_fields if f not in ("concurrency", "conversations", "llm_threads"))
+JUDGE_FIELDS = ("judge_url", "judge_model")
+_JUDGE_DEFAULTS = {f: EvalConfig.model_fields[f].default for f in JUDGE_FIELDS}
+
+
+def _hash(config: EvalConfig) -> str:
+    kept = config.model_dump(mode="json", include=set(RESULT_FIELDS))
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]

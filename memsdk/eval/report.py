@@ -23,12 +23,22 @@ def _score_row(name: str, s: Scores, ks: tuple[int, ...]) -> str:
     return f"| {name} | {s.n} | {_num(s.f1)} | {_num(s.bleu1)} | {_num(s.em)} | {_num(s.j)} | {recall} |"
 
 
+def _judges(report: RunReport) -> list[str]:
+    """Who labelled J, since J of different judges is not comparable (see `memsdk eval judge`)."""
+    if not report.judged_by:
+        return []
+    names = ", ".join(f"{j.model} at {j.url}" if j.url else j.model for j in report.judged_by)
+    overall = report.summary.overall
+    return [f"J judged by {names}: {overall.judged} of {overall.n} questions labelled.", ""]
+
+
 def markdown(report: RunReport) -> str:
     ks = report.config.recall_ks
     s, c = report.summary, report.summary.cost
     lines = [
         f"## LoCoMo {report.split}: {report.config.baseline} ({len(report.conversations)} conversations, {s.overall.n} questions, {report.wall_s:.0f} s)",
         "",
+        *_judges(report),
         "| category | n | F1 | BLEU-1 | EM | J | " + " | ".join(f"recall@{k}" for k in ks) + " |",
         "|---|---|---|---|---|---|" + "---|" * len(ks),
         *(_score_row(name, sc, ks) for name, sc in s.by_category.items()),

@@ -10,13 +10,14 @@ import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from memsdk.eval.config import EvalConfig
 
-__all__ = ["QuestionResult", "IngestStats", "IngestProgress", "ConversationResult", "Scores", "CostSummary", "Summary", "RunReport", "summarize", "percentile"]
+__all__ = ["QuestionResult", "IngestStats", "IngestProgress", "ConversationResult", "Scores", "CostSummary", "Summary", "RunReport", "JudgeRef", "summarize", "percentile", "conversation_path", "result_paths", "write_atomic"]
 
 Label = Literal["CORRECT", "WRONG"]
 
@@ -39,6 +40,15 @@ class QuestionResult(BaseModel):
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+class JudgeRef(BaseModel):
+    """Which judge labelled a result: J from different judges is not comparable."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str | None = Field(description="The judge's server; None for an in-process or injected backend.")
+    model: str
 
 
 class IngestStats(BaseModel):
@@ -77,6 +87,7 @@ class ConversationResult(BaseModel):
     policy_stats: dict[str, dict[str, int]] = Field(default_factory=dict)
     skipped: str | None = Field(None, description="Why this conversation was not answered (full-context that does not fit).")
     wall_s: float
+    judged_by: list[JudgeRef] = Field(default_factory=list, description="The judges whose labels its questions carry, in the order they labelled.")
 
 
 class Scores(BaseModel):
@@ -123,6 +134,12 @@ class RunReport(BaseModel):
     wall_s: float
     conversations: list[ConversationResult]
     summary: Summary
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def judged_by(self) -> list[JudgeRef]:
+        """Every judge behind the report's J (one, unless labels were filled in by another)."""
+        return list(dict.fromkeys(j for c in self.conversations for j in c.judged_by))
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -199,3 +216,21 @@ def summarize(conversations: Sequence[ConversationResult], ks: Sequence[int]) ->
         cost=_cost(conversations),
         skipped={c.sample_id: c.skipped for c in conversations if c.skipped is not None},
     )
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write-then-rename: a run killed mid-write leaves the old file or none, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def conversation_path(run_dir: Path, sample_id: str) -> Path:
+    """Where a run keeps a conversation's result (its unit of caching)."""
+    return run_dir / "conversations" / f"{sample_id}.json"
+
+
+def result_paths(run_dir: Path) -> list[Path]:
+    """A run's cached conversation results, without the progress files of ingests under way."""
+    return sorted(p for p in (run_dir / "conversations").glob("*.json") if not p.name.endswith(".progress.json"))

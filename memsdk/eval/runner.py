@@ -8,12 +8,15 @@ Per conversation (`Evaluator.conversation`):
    stored verbatim with its turn id and no LLM (raw-rag);
 2. retrieval: the question embedded once, the top max(k) of each speaker merged by score;
    recall@k of the union of their source turn ids against the QA evidence ids;
-3. answer: `MemoryClient.answer` over both scopes (answer_k/2 each), scored F1 / BLEU-1 / EM,
-   and judged when a judge is configured. full-context instead puts the whole conversation
-   in the prompt, or records why it cannot (it does not fit the model's context).
+3. answer: `MemoryClient.answer` over both scopes (answer_k/2 each), scored F1 / BLEU-1 / EM.
+   full-context instead puts the whole conversation in the prompt, or records why it cannot
+   (it does not fit the model's context);
+4. judge, when a judge is configured: the questions without a label get one (`judge.label`,
+   the step ``memsdk eval judge`` runs on a finished run).
 
 Each finished conversation is written to ``out/conversations/<id>.json`` with the config's
 fingerprint; a rerun with the same fingerprint reuses it, so an interrupted run resumes.
+The judge is not part of the fingerprint: a cached result is labelled where it lacks labels.
 While a conversation is being ingested, ``<id>.progress.json`` says what it has cost so far.
 """
 
@@ -36,8 +39,9 @@ from memsdk.client import IngestResult, MemoryClient
 from memsdk.datasets.locomo import LocomoConversation, LocomoQA, Split, load_locomo
 from memsdk.eval.backends import CountingBackend, open_backend, open_embedder
 from memsdk.eval.config import EvalConfig
-from memsdk.eval.judge import Judge
-from memsdk.eval.results import ConversationResult, IngestProgress, IngestStats, QuestionResult, RunReport, summarize
+from memsdk.eval.judge import Judge, label, unjudged
+from memsdk.eval.parallel import ordered_map
+from memsdk.eval.results import ConversationResult, IngestProgress, IngestStats, QuestionResult, RunReport, conversation_path, summarize, write_atomic
 from memsdk.eval.scoring import bleu1, evidence_ids, evidence_recall, exact_match, token_f1
 from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.errors import InvalidInput
@@ -119,7 +123,7 @@ class Evaluator:
             conversations=results, summary=summarize(results, self.config.recall_ks),
         )
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        _write(self.out_dir / "report.json", report.model_dump_json(indent=2))
+        write_atomic(self.out_dir / "report.json", report.model_dump_json(indent=2))
         return report
 
     @staticmethod
@@ -128,7 +132,7 @@ class Evaluator:
         return result
 
     def _cache_path(self, conv: LocomoConversation) -> Path:
-        return self.out_dir / "conversations" / f"{conv.sample_id}.json"
+        return conversation_path(self.out_dir, conv.sample_id)
 
     def _progress_path(self, conv: LocomoConversation) -> Path:
         return self.out_dir / "conversations" / f"{conv.sample_id}.progress.json"
@@ -138,20 +142,31 @@ class Evaluator:
         if not path.exists():
             return None
         result = ConversationResult.model_validate_json(path.read_text(encoding="utf-8"))
-        return result if result.fingerprint == self.config.fingerprint() else None
+        return result if self.config.accepts(result.fingerprint) else None
 
     def conversation(self, conv: LocomoConversation) -> ConversationResult:
-        if (hit := self.cached(conv)) is not None:
-            return hit
+        result = self.cached(conv)
+        if result is None:
+            result = self._generate(conv)
+            # saved before judging: a judge that fails must not cost the hours of ingest
+            write_atomic(self._cache_path(conv), result.model_dump_json(indent=2))
+            self._progress_path(conv).unlink(missing_ok=True)
+        if self.judge is not None and (labelled := self._label(conv, result, self.judge)) is not result:
+            write_atomic(self._cache_path(conv), labelled.model_dump_json(indent=2))
+            result = labelled
+        return result
+
+    def _label(self, conv: LocomoConversation, result: ConversationResult, judge: Judge) -> ConversationResult:
+        todo = len(unjudged(result))
+        with closing(tqdm(total=todo, desc=f"{conv.sample_id} judge", unit="q", leave=False, disable=not (self.progress and todo))) as bar:
+            return label(result, judge, workers=self.config.concurrency, bar=bar)
+
+    def _generate(self, conv: LocomoConversation) -> ConversationResult:
         started = time.perf_counter()
         turns, questions = conversation_slice(conv, self.config)
         if self.config.baseline == "full-context":
-            result = self._full_context(conv, turns, questions, started)
-        else:
-            result = self._from_memory(conv, turns, questions, started)
-        _write(self._cache_path(conv), result.model_dump_json(indent=2))
-        self._progress_path(conv).unlink(missing_ok=True)
-        return result
+            return self._full_context(conv, turns, questions, started)
+        return self._from_memory(conv, turns, questions, started)
 
     # -- memory-backed answering ----------------------------------------------------------------
 
@@ -202,7 +217,7 @@ class Evaluator:
             sample_id=conv.sample_id, turns_total=of, ingest=stats,
             memories=sum(client.bank.count(s) for s in speaker_scopes(conv)), policy_stats=client.policy_stats,
         )
-        _write(self._progress_path(conv), progress.model_dump_json(indent=2))
+        write_atomic(self._progress_path(conv), progress.model_dump_json(indent=2))
 
     def _store_raw(self, client: MemoryClient, conv: LocomoConversation, turns: list[Turn], counter: CountingBackend | None) -> IngestStats:
         """Raw-turn RAG: each turn becomes one memory, verbatim, with its turn id; no LLM."""
@@ -251,22 +266,14 @@ class Evaluator:
     # -- shared -----------------------------------------------------------------------------------
 
     def _score(self, qa: LocomoQA, prediction: str, **measured: Any) -> QuestionResult:
-        verdict = self.judge.judge(qa.question, qa.answer, prediction) if self.judge is not None else None
         return QuestionResult(
             question=qa.question, gold=qa.answer, category=qa.category, category_name=qa.category_name, prediction=prediction,
-            f1=token_f1(prediction, qa.answer), bleu1=bleu1(prediction, qa.answer), em=exact_match(prediction, qa.answer),
-            judge=None if verdict is None else verdict.label, judge_reply=None if verdict is None else verdict.reply, **measured,
+            f1=token_f1(prediction, qa.answer), bleu1=bleu1(prediction, qa.answer), em=exact_match(prediction, qa.answer), **measured,
         )
 
     def _map(self, fn: Callable[[LocomoQA], QuestionResult], questions: list[LocomoQA], *, desc: str, unit: str) -> list[QuestionResult]:
-        bar = tqdm(total=len(questions), desc=desc, unit=unit, leave=False, disable=not self.progress)
-        out = []
-        with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
-            for result in pool.map(fn, questions):
-                out.append(result)
-                bar.update()
-        bar.close()
-        return out
+        with closing(tqdm(total=len(questions), desc=desc, unit=unit, leave=False, disable=not self.progress)) as bar:
+            return ordered_map(fn, questions, workers=self.config.concurrency, bar=bar)
 
 
 @dataclass
@@ -298,11 +305,3 @@ class _Tally:
 
 def _calls(counter: CountingBackend | None) -> int:
     return 0 if counter is None else counter.calls
-
-
-def _write(path: Path, text: str) -> None:
-    """Write-then-rename: a run killed mid-write leaves the old file or none, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)

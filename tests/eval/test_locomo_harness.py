@@ -9,7 +9,7 @@ import pytest
 
 from memsdk.cli import main
 from memsdk.datasets.locomo import load_locomo
-from memsdk.eval import EvalConfig, Evaluator, Judge
+from memsdk.eval import EvalConfig, Evaluator, Judge, load_report
 from memsdk.eval.runner import conversation_slice, render_turn
 
 from tests.policies.conftest import ScriptedBackend
@@ -111,6 +111,15 @@ def test_config_file_and_flags(tmp_path):
     assert (config.baseline, config.answer_k, config.recall_ks, config.judge_url) == ("heuristic", 20, (5, 50), None)
     assert config.fingerprint() != EvalConfig.load(path).fingerprint()
     assert config.fingerprint() == config.with_overrides(concurrency=8).fingerprint()
+    # the judge only labels answers, and can label them later: it must not void cached answers
+    assert config.fingerprint() == config.with_overrides(judge_url="http://judge:8000", judge_model="big").fingerprint()
+
+
+def test_results_cached_before_the_judge_left_the_fingerprint_still_load():
+    # fingerprints as computed when the judge was hashed as configured (up to commit af580d7)
+    assert EvalConfig().fingerprint() == "ab7623c180c1c84c"  # no judge: unchanged
+    assert EvalConfig(judge_url="http://j:8000").accepts("f612c04800bbbb4b")  # judged: accepted under the same judge
+    assert not EvalConfig(max_questions=5).accepts("ab7623c180c1c84c")
 
 
 @pytest.mark.vllm
@@ -123,6 +132,9 @@ def test_judge_on_the_real_vllm_server(vllm_server, tmp_path: Path):
     assert len(questions) == 4 and all(q.judge in ("CORRECT", "WRONG") for q in questions)
     assert report.summary.overall.judged == 4
     assert report.summary.overall.j == sum(q.judge == "CORRECT" for q in questions) / 4
+    # `eval judge` on the judged run asks nothing more, and its report names the judge
+    assert main(["eval", "judge", str(tmp_path), "--judge-url", vllm_server.base_url, "--no-progress"]) == 0
+    assert [j.model for j in load_report(tmp_path / "report.json").judged_by] == ["smollm2"]
 
 
 def test_concurrent_answering_gives_the_sequential_results(tmp_path):
@@ -140,8 +152,8 @@ def test_a_long_ingest_leaves_a_progress_file_until_it_finishes(tmp_path, monkey
     import memsdk.eval.runner as runner
 
     seen = []
-    write = runner._write
-    monkeypatch.setattr(runner, "_write", lambda path, text: (seen.append((path.name, json.loads(text))), write(path, text)))
+    write = runner.write_atomic
+    monkeypatch.setattr(runner, "write_atomic", lambda path, text: (seen.append((path.name, json.loads(text))), write(path, text)))
     with Evaluator(EvalConfig(baseline="heuristic", embedder="hash", max_sessions=2, max_questions=1), tmp_path, progress=False) as ev:
         report = ev.run("val")
     progress = [body for name, body in seen if name == "conv-30.progress.json"]
