@@ -1,6 +1,10 @@
-"""Manager GRPO with the real SmolLM2-135M on CPU: speed, memory, and held-out reward before vs after.
+"""Manager GRPO (or PPO with a value head) with the real SmolLM2-135M on CPU: speed, memory,
+and held-out reward before vs after.
 
-    python benchmarks/train_cpu.py [--steps 8] [--out build/bench/train_cpu]
+    python benchmarks/train_cpu.py [--algorithm grpo|ppo] [--steps 8] [--out build/bench/train_cpu]
+
+Peak memory is dominated by the backward pass over ~700-token prompts (the attention
+probabilities of every layer are kept): ``--micro-batch`` bounds the rows per forward pass.
 
 Train: LoCoMo conv-26 manager states; validation: conv-30 states, greedy decisions judged by
 the frozen extractive answerer. Reports steps/minute (training steps only, evaluation
@@ -15,23 +19,33 @@ import json
 import resource
 import time
 
-from memsdk_training.recipes import ManagerGRPOConfig
+from memsdk_training.recipes import ManagerGRPOConfig, ManagerPPOConfig
 from memsdk_training.recipes.grpo_manager import ManagerGRPORecipe
+from memsdk_training.recipes.ppo_manager import ManagerPPORecipe
+
+RECIPES = {"grpo": (ManagerGRPOConfig, ManagerGRPORecipe), "ppo": (ManagerPPOConfig, ManagerPPORecipe)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--algorithm", choices=sorted(RECIPES), default="grpo")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--out", default="build/bench/train_cpu")
     parser.add_argument("--threads", type=int, default=1, help="1: two threads crawl whenever the other core is busy (NOTES.md)")
+    parser.add_argument("--format-reward", type=float, default=0.5, help="added to F1 when a reply applies cleanly (0: F1 only)")
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--micro-batch", type=int, default=2)
     args = parser.parse_args()
-    config = ManagerGRPOConfig(
-        output_dir=args.out, steps=args.steps, num_threads=args.threads, group_size=4, prompts_per_step=2, max_tokens=64,
-        lr=1e-4, metric="f1", answerer="extractive", embedder="minilm", max_train_states=16, max_val_states=8,
-        qa_per_group=2, eval_every=0, checkpoint_every=1000, progress=True,
+    config_cls, recipe_cls = RECIPES[args.algorithm]
+    config = config_cls(
+        output_dir=args.out, steps=args.steps, num_threads=args.threads, group_size=args.group_size, prompts_per_step=2, max_tokens=args.max_tokens,
+        lr=args.lr, format_reward=args.format_reward, metric="f1", answerer="extractive", embedder="minilm", max_train_states=16, max_val_states=8,
+        qa_per_group=2, micro_batch_size=args.micro_batch, eval_every=0, checkpoint_every=1000, progress=True,
     )  # fmt: skip
     started = time.perf_counter()
-    recipe = ManagerGRPORecipe(config)
+    recipe = recipe_cls(config)
     recipe.setup()
     setup_s = time.perf_counter() - started
     rows = recipe.train()
@@ -39,9 +53,10 @@ def main() -> None:
     train_s = sum(r["seconds"] for r in rows)
     before, after = recipe.evals[0], recipe.evals[-1]
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\nmanager GRPO, SmolLM2-135M, CPU x{args.threads} threads, {args.steps} steps of {config.prompts_per_step} states x {config.group_size} replies")
+    print(f"\nmanager {args.algorithm.upper()}, SmolLM2-135M, CPU x{args.threads} threads, {args.steps} steps of {config.prompts_per_step} states x {config.group_size} replies, format reward {args.format_reward}, lr {args.lr}")
     print(f"setup {setup_s:.0f} s, total {total_s:.0f} s, steps/minute {60 * len(rows) / train_s:.2f}, peak RSS {peak_mb:.0f} MB")
-    print(f"train reward (F1) first 2 steps {sum(r['reward_mean'] for r in rows[:2]) / 2:.3f}, last 2 steps {sum(r['reward_mean'] for r in rows[-2:]) / 2:.3f}")
+    print(f"zero-variance groups {sum(r['zero_variance_fraction'] for r in rows) / len(rows):.2f}, rows reaching the optimizer {sum(r['rows'] for r in rows)}")
+    print(f"train reward (F1 + format) first 2 steps {sum(r['reward_mean'] for r in rows[:2]) / 2:.3f}, last 2 steps {sum(r['reward_mean'] for r in rows[-2:]) / 2:.3f}")
     print(f"\n| conv-30 val ({len(recipe.data.val)} states, greedy) | before | after |\n|---|---|---|")
     for key in ("valid_op_rate", "parse_failure_rate", "answer_f1", "answer_em"):
         print(f"| {key} | {before[key]:.3f} | {after[key]:.3f} |")
