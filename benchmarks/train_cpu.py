@@ -1,7 +1,7 @@
 """Manager GRPO (or PPO with a value head) with the real SmolLM2-135M on CPU: speed, memory,
 and held-out reward before vs after.
 
-    python benchmarks/train_cpu.py [--algorithm grpo|ppo] [--steps 8] [--out build/bench/train_cpu]
+    python benchmarks/train_cpu.py [--algorithm grpo|ppo] [--steps 8] [--warm-start 30] [--out build/bench/train_cpu]
 
 Peak memory is dominated by the backward pass over ~700-token prompts (the attention
 probabilities of every layer are kept): ``--micro-batch`` bounds the rows per forward pass.
@@ -9,7 +9,8 @@ probabilities of every layer are kept): ``--micro-batch`` bounds the rows per fo
 Train: LoCoMo conv-26 manager states; validation: conv-30 states, greedy decisions judged by
 the frozen extractive answerer. Reports steps/minute (training steps only, evaluation
 excluded), peak RSS (getrusage), and on validation the valid-op rate (replies that parse and
-whose ops the guard and bank accept) and answer F1 / EM, at step 0 and after training.
+whose ops the guard and bank accept) and answer F1 / EM, at step 0, after the supervised warm
+start (``--warm-start N`` SFT steps on the heuristic manager's replies) and after RL.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import resource
 import time
 
-from memsdk_training.recipes import ManagerGRPOConfig, ManagerPPOConfig
+from memsdk_training.recipes import ManagerGRPOConfig, ManagerPPOConfig, read_metrics
 from memsdk_training.recipes.grpo_manager import ManagerGRPORecipe
 from memsdk_training.recipes.ppo_manager import ManagerPPORecipe
 
@@ -37,12 +38,15 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--micro-batch", type=int, default=2)
+    parser.add_argument("--warm-start", type=int, default=0, help="SFT steps on the heuristic manager's valid replies before RL")
+    parser.add_argument("--warm-start-lr", type=float, default=5e-4)
     args = parser.parse_args()
     config_cls, recipe_cls = RECIPES[args.algorithm]
     config = config_cls(
         output_dir=args.out, steps=args.steps, num_threads=args.threads, group_size=args.group_size, prompts_per_step=2, max_tokens=args.max_tokens,
         lr=args.lr, format_reward=args.format_reward, metric="f1", answerer="extractive", embedder="minilm", max_train_states=16, max_val_states=8,
         qa_per_group=2, micro_batch_size=args.micro_batch, eval_every=0, checkpoint_every=1000, progress=True,
+        warm_start_steps=args.warm_start, warm_start_lr=args.warm_start_lr,
     )  # fmt: skip
     started = time.perf_counter()
     recipe = recipe_cls(config)
@@ -51,16 +55,21 @@ def main() -> None:
     rows = recipe.train()
     total_s = time.perf_counter() - started
     train_s = sum(r["seconds"] for r in rows)
-    before, after = recipe.evals[0], recipe.evals[-1]
+    warm_evals = [e for e in recipe.evals if e.get("phase") == "warm_start"]
+    points = {"before": recipe.evals[0], **({"after warm start": warm_evals[0]} if warm_evals else {}), "after RL": recipe.evals[-1]}
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nmanager {args.algorithm.upper()}, SmolLM2-135M, CPU x{args.threads} threads, {args.steps} steps of {config.prompts_per_step} states x {config.group_size} replies, format reward {args.format_reward}, lr {args.lr}")
+    if args.warm_start:
+        warm = read_metrics(recipe.out / "warm_start.jsonl")
+        print(f"warm start {args.warm_start} SFT steps x {config.warm_start_batch_size} of {warm[0]['examples']} teacher replies, lr {args.warm_start_lr}: "
+              f"{sum(r['seconds'] for r in warm):.0f} s, loss {warm[0]['loss']:.3f} -> {warm[-1]['loss']:.3f}")  # fmt: skip
     print(f"setup {setup_s:.0f} s, total {total_s:.0f} s, steps/minute {60 * len(rows) / train_s:.2f}, peak RSS {peak_mb:.0f} MB")
     print(f"zero-variance groups {sum(r['zero_variance_fraction'] for r in rows) / len(rows):.2f}, rows reaching the optimizer {sum(r['rows'] for r in rows)}")
     print(f"train reward (F1 + format) first 2 steps {sum(r['reward_mean'] for r in rows[:2]) / 2:.3f}, last 2 steps {sum(r['reward_mean'] for r in rows[-2:]) / 2:.3f}")
-    print(f"\n| conv-30 val ({len(recipe.data.val)} states, greedy) | before | after |\n|---|---|---|")
+    print(f"\n| conv-30 val ({len(recipe.data.val)} states, greedy) | {' | '.join(points)} |\n|---|{'---|' * len(points)}")
     for key in ("valid_op_rate", "parse_failure_rate", "answer_f1", "answer_em"):
-        print(f"| {key} | {before[key]:.3f} | {after[key]:.3f} |")
-    print(json.dumps({"steps_per_minute": 60 * len(rows) / train_s, "peak_rss_mb": peak_mb, "before": before, "after": after}))
+        print(f"| {key} | {' | '.join(f'{p[key]:.3f}' for p in points.values())} |")
+    print(json.dumps({"steps_per_minute": 60 * len(rows) / train_s, "peak_rss_mb": peak_mb, **points}))
     recipe.cleanup()
 
 

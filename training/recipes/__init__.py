@@ -7,6 +7,7 @@ update        `ppo_update`: PPO-clip + KL to the adapter-free model + entropy, o
 metrics       the JSONL metrics log and the PNG of its curves
 grpo          `GRPORecipe`: the shared single-call GRPO loop (setup / train / save_checkpoint / cleanup)
 grpo_manager  `ManagerGRPORecipe`: Memory-R1's manager with a frozen answerer as the reward
+warm_start    supervised warm start of the manager on the heuristic manager's valid replies, before RL
 ppo_manager   `ManagerPPORecipe`: the same manager with PPO and a value head (the paper's PPO variant)
 grpo_answerer `AnswererGRPORecipe`: Memory-R1's answer agent on (question, k memories, gold)
 logo_grpo     `LogoGRPORecipe`: Memory-R2's shared extractor + manager, LoGo groups, curriculum

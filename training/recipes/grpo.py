@@ -190,6 +190,7 @@ class GRPORecipe(abc.ABC, Generic[S]):
         cfg, env = self.config, self.data.env
         if self.step == 0 and not self.evals:
             self.evals.append({"step": 0, **self.evaluate()})  # the baseline every later eval is compared to
+        self.before_training()
         bar = tqdm(range(self.step, cfg.steps), initial=self.step, total=cfg.steps, desc=f"{self.algorithm}-{self.role}", disable=not cfg.progress)
         rows_logged = []
         for step in bar:
@@ -240,13 +241,17 @@ class GRPORecipe(abc.ABC, Generic[S]):
             **learned.extra,
         }
 
+    def before_training(self) -> None:
+        """Runs after the baseline evaluation, before the first step, in fresh and resumed runs alike
+        (a subclass's warm start; it must tell from the checkpoint whether it already ran)."""
+
     # -- evaluation and checkpoints ----------------------------------------------------------------
     def evaluate(self) -> dict[str, float]:
         return self.data.env.evaluate(self.data.val) if self.data.val else {}
 
-    def _evaluate_and_keep_best(self) -> dict[str, float]:
+    def _evaluate_and_keep_best(self, **tags: Any) -> dict[str, float]:
         result = self.evaluate()
-        self.evals.append({"step": self.step, **result})
+        self.evals.append({"step": self.step, **tags, **result})
         if result and (self.best is None or result["reward"] > self.best["reward"]):
             self.best = {"step": self.step, **result}
             self.save_checkpoint(self.out / "checkpoints" / "best")

@@ -1,0 +1,130 @@
+"""Supervised warm start ("cold start") of the manager policy before RL.
+
+A 135M model sampled at T = 1 writes a reply the op guard accepts about once in 16, so most
+GRPO groups score alike and carry no signal. A few supervised steps on replies the heuristic
+manager would have written (Mem0-style thresholds: NOOP a near-duplicate, UPDATE a close
+match by appending the fact, ADD anything else) teach the JSON format, the aliases and
+grounded text first; RL then starts from a policy whose samples apply.
+
+    teacher   y*(s) = the heuristic manager's ops for state s, written as the JSON the runtime
+                      parses (`ManagerDecision`), minus the response prefix the prompt already ends with
+    loss      L(theta) = -(1 / sum_i |y*_i|) sum_i sum_l log pi_theta(y*_{i,l} | x_i, y*_{i,<l})
+
+Every teacher target is stepped through `ManagerEnv.step` and kept only when it is valid, so
+the warm start never teaches a reply the guard or the bank would reject.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from memsdk.llm.base import Message
+from memsdk.policies import HeuristicManager
+from memsdk.types import Op, ScoredMemory
+
+from ..env import ManagerEnv, MemoryState
+from .policy import Policy
+
+__all__ = ["TeacherExample", "teacher_reply", "teacher_examples", "target_ids", "sft_step", "warm_start_batches"]
+
+
+@dataclass(frozen=True)
+class TeacherExample:
+    key: str  # the state's key
+    prompt: str  # rendered: the text generation starts from (response prefix included)
+    target: str  # what the policy should generate after the prompt, up to and including the stop string
+
+
+def teacher_reply(ops: Sequence[Op], related: Sequence[ScoredMemory]) -> str:
+    """The ops as the JSON reply the runtime parses, memory ids written as the prompt's aliases.
+
+    json.dumps' default separators are the prompt's own (``{"op": "ADD", "text": "..."}``), so
+    the target looks like the examples the model was shown. No ops is an explicit NOOP.
+    """
+    alias = {m.record.id: i for i, m in enumerate(related)}
+    out: list[dict[str, object]] = []
+    for op in ops:
+        item: dict[str, object] = {"op": op.op.value}
+        if op.target is not None:
+            item["id"] = alias[op.target]
+        if op.text is not None:
+            item["text"] = op.text
+        out.append(item)
+    return json.dumps({"ops": out or [{"op": "NOOP"}]}, ensure_ascii=False)
+
+
+def teacher_examples(
+    env: ManagerEnv, states: Sequence[MemoryState], render: Callable[[Sequence[Message]], str], *, teacher: HeuristicManager | None = None
+) -> list[TeacherExample]:
+    """(rendered prompt, target) pairs for the states whose teacher reply ``env`` accepts.
+
+    The target is the reply after the request's response prefix: the prompt already ends with
+    the prefix, and generation stops on the prompt's stop string, which the JSON ends with.
+    A reply the guard would reject (a merged memory over ``OpGuard.max_text_chars``, say) is
+    left out rather than taught.
+    """
+    teacher = teacher or HeuristicManager()
+    out = []
+    for state in states:
+        observation = env.observe(state)
+        decision = teacher.decide(state.facts, observation.related, source_turn_ids=state.source_turn_ids)
+        reply = teacher_reply(decision.ops, observation.related)
+        request = env._request(state, observation.related)
+        if not reply.startswith(request.prefix) or (request.params.stop and not any(reply.endswith(s) for s in request.params.stop)):
+            raise ValueError(f"the manager prompt's prefix {request.prefix!r} / stop {request.params.stop} do not frame a JSON reply")
+        if env.step(state, reply).valid:
+            out.append(TeacherExample(state.key, render(request.messages), reply[len(request.prefix) :]))
+    return out
+
+
+def target_ids(policy: Policy, target: str) -> list[int]:
+    """The target's tokens as the policy would generate them: the reply alone, no special tokens.
+
+    No end-of-sequence token: the runtime stops on the stop string the target ends with.
+    """
+    return policy.tokenizer(target, add_special_tokens=False)["input_ids"]
+
+
+def sft_step(
+    policy: Policy, optimizer: torch.optim.Optimizer, prompts: Sequence[str], targets: Sequence[Sequence[int]],
+    *, micro_batch_size: int | None = None, max_grad_norm: float | None = None,
+) -> float:  # fmt: skip
+    """One optimizer step on L = -(1 / N) sum_i sum_l log pi(y_{i,l} | x_i, y_{i,<l}), N = sum_i |y_i|.
+
+    A token-level mean, so long targets weigh by their length, as in ordinary SFT.
+    Log-probs are `Policy.score`'s, at the policy's sampling temperature (1 in the manager
+    recipes, where this is the plain cross-entropy). Micro-batches accumulate gradients of
+    their share of the sum, so the step is the same whatever ``micro_batch_size`` is.
+    Returns L (before the step).
+    """
+    size = micro_batch_size or len(prompts)
+    total = sum(len(t) for t in targets)
+    if total == 0:
+        raise ValueError("sft_step needs at least one target token")
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    optimizer.zero_grad(set_to_none=True)
+    loss_sum = 0.0
+    for i in range(0, len(prompts), size):
+        scored = policy.score(prompts[i : i + size], targets[i : i + size])
+        loss = -scored.logp.sum() / total
+        loss.backward()
+        loss_sum += float(loss.detach())
+    if max_grad_norm:
+        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+    optimizer.step()
+    return loss_sum
+
+
+def warm_start_batches(n_examples: int, batch_size: int, steps: int, seed: int) -> list[list[int]]:
+    """``steps`` batches of example indices: each epoch a seeded permutation, cycled, as the RL loop visits states."""
+    order: list[int] = []
+    epoch = 0
+    while len(order) < steps * batch_size:
+        order += random.Random(f"{seed}:warm_start:{epoch}").sample(range(n_examples), n_examples)
+        epoch += 1
+    return [order[k * batch_size : (k + 1) * batch_size] for k in range(steps)]
