@@ -271,14 +271,21 @@ class GRPORecipe(abc.ABC, Generic[S]):
         best = latest_checkpoint(self.out / "checkpoints" / "best")
         return (best or self.out / "checkpoints" / "last") / "adapter"
 
+    def trained_prompt(self) -> str | None:
+        """The prompt id (e.g. ``manager/v3``) the policy was trained with; None: the role's default."""
+        return None
+
     def publish(self) -> Any:
         p = self.config.publish
         assert p is not None
         metrics = {k: v for k, v in (self.best or {}).items() if k != "step"}
+        # the manifest names the prompt, so a client whose default prompt has moved on since
+        # still serves this adapter with the one it learned
         return export_policy(
             self.best_adapter(), p.registry_dir, role=self.role, version=p.version, base_model=self.config.base_model,
             config=self.config.model_dump(mode="json"), eval_metrics=metrics,
             training_data_hash=data_hash(self.data.env.key(s) for s in self.data.train), promote=p.promote,
+            prompt=self.trained_prompt(),
         )  # fmt: skip
 
     def cleanup(self) -> None:

@@ -107,6 +107,9 @@ class AnswererGRPORecipe(GRPORecipe[AnswerState]):
     def __init__(self, config: AnswererGRPOConfig) -> None:
         super().__init__(config)
 
+    def trained_prompt(self) -> str | None:
+        return self.data.env.answerer.caller.prompt.id  # type: ignore[attr-defined]
+
     def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[AnswerState]:
         cfg = self.config
         embedder = make_embedder(cfg.embedder)

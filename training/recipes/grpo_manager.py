@@ -106,6 +106,9 @@ class ManagerGRPORecipe(GRPORecipe[MemoryState]):
         train, val = self.states(embedder)
         return RecipeData(self.environment(policy, rollouts, embedder), train, val)
 
+    def trained_prompt(self) -> str | None:
+        return self.data.env.env.manager.caller.prompt.id  # type: ignore[attr-defined]
+
     def states(self, embedder: Embedder) -> tuple[list[MemoryState], list[MemoryState]]:
         """Train and validation states: LoCoMo per-turn states (override for other sources, e.g. `log_states`)."""
         cfg = self.config

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from memsdk.policies.prompts import DEFAULT_PROMPTS
 from memsdk.registry import PolicyRegistry
 from memsdk_training.cli import RECIPES, build_recipe, main
 from memsdk_training.recipes import read_metrics
@@ -59,6 +60,7 @@ def test_cli_trains_the_manager_one_step_and_publishes(tmp_path: Path, format_mo
     assert len(rows) == 1 and {"eval_valid_op_rate", "eval_answer_f1"} <= set(rows[0])
     manifest = PolicyRegistry(registry).get("manager", "t1")
     assert manifest.base_model == "smollm2" and "answer_f1" in manifest.eval_metrics and manifest.training_data_hash
+    assert manifest.prompt == f"manager/{DEFAULT_PROMPTS['manager']}"  # served with the prompt it was trained on
     assert (registry / "manager" / "t1" / "adapter_config.json").exists()
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["output_dir"] == str(tmp_path / "run")
 
