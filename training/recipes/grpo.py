@@ -43,7 +43,7 @@ from .policy import Policy
 from .rollouts import RolloutEngine, rollout_engine
 from .update import Row, UpdateStats, ppo_update
 
-__all__ = ["Sampled", "SampledGroup", "GroupEnv", "RecipeData", "Learned", "GRPORecipe", "step_seed"]
+__all__ = ["start_run", "Sampled", "SampledGroup", "GroupEnv", "RecipeData", "Learned", "GRPORecipe", "step_seed"]
 
 S = TypeVar("S")
 
@@ -95,6 +95,17 @@ class Learned(NamedTuple):
     extra: dict[str, float]  # the recipe's own metrics (PPO: value_loss, explained_variance)
 
 
+def start_run(config: RecipeConfig, out: Path) -> Policy:
+    """Seed Python and torch from the config, create the output folder, load the policy.
+
+    Seeding comes first: LoRA's initial A matrices are drawn when the policy is built.
+    """
+    random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    out.mkdir(parents=True, exist_ok=True)
+    return Policy.from_config(config)
+
+
 def step_seed(seed: int, *parts: object) -> int:
     """A 31-bit seed for one call, from the run seed and where in the run the call is."""
     return random.Random(":".join(map(str, (seed, *parts)))).getrandbits(31)
@@ -127,10 +138,7 @@ class GRPORecipe(abc.ABC, Generic[S]):
 
     def setup(self) -> None:
         cfg = self.config
-        random.seed(cfg.seed)
-        torch.manual_seed(cfg.seed)
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.policy = Policy.from_config(cfg)
+        self.policy = start_run(cfg, self.out)
         self.modules = self._setup_modules(self.policy)
         self.optimizer = torch.optim.AdamW(self.param_groups(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.rollouts = rollout_engine(cfg, self.policy, self.out)

@@ -53,10 +53,9 @@ from ..checkpoint import data_hash, export_policy, latest_checkpoint, load_check
 from ..env import Episode, EpisodeConfig, EpisodeRollout, EpisodeRunner, SessionOutcome, locomo_episode
 from ..rewards import SessionRewardConfig
 from .config import LogoGRPOConfig
-from .grpo import step_seed
+from .grpo import start_run, step_seed
 from .grpo_manager import frozen_answerer, make_embedder
 from .metrics import MetricsLog, plot_metrics
-from .policy import Policy
 from .rollouts import rollout_engine
 from .update import Row, UpdateStats, ppo_update
 
@@ -97,10 +96,7 @@ class LogoGRPORecipe:
 
     def setup(self) -> None:
         cfg = self.config
-        random.seed(cfg.seed)
-        torch.manual_seed(cfg.seed)
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.policy = Policy.from_config(cfg)
+        self.policy = start_run(cfg, self.out)
         self.rollouts = rollout_engine(cfg, self.policy, self.out)
         self.embedder, self.answerer = self._components()
         episode_config = EpisodeConfig(
