@@ -152,13 +152,16 @@ class ManagerEnv:
         bank = state.bank.fork(self.embedder, limits=self.limits)
         return bank, retrieve_related(bank, state.scope, state.facts, self.config.related_k)
 
-    def _request(self, state: MemoryState, related: Sequence[ScoredMemory]) -> Request:
-        # the runtime manager's own request (template, response prefix, stop): the trainer
-        # scores the exact text the policy saw, and the aliases in it are the ones `to_ops` maps back
+    def request(self, state: MemoryState, related: Sequence[ScoredMemory]) -> Request:
+        """The runtime manager's own request for ``state`` (template, response prefix, stop).
+
+        The trainer scores the exact text the policy saw, the aliases in it are the ones
+        `to_ops` maps back, and a warm start's targets are framed by the same prefix and stop.
+        """
         return self.manager.caller.prepare(self.manager.backend, **self.manager.prompt_values(state.facts, related))
 
     def _render(self, state: MemoryState, related: Sequence[ScoredMemory]) -> tuple[Message, ...]:
-        return tuple(self._request(state, related).messages)
+        return tuple(self.request(state, related).messages)
 
     def observe(self, state: MemoryState) -> Observation:
         _, related = self._fork(state)
@@ -202,7 +205,7 @@ class ManagerEnv:
         _, related = self._fork(state)
         observation = Observation(tuple(related), self._render(state, related))
         caller = self.manager.caller
-        request = self._request(state, related)
+        request = self.request(state, related)
         params = params.model_copy(update={"stop": request.params.stop})  # the policy's stop string, the trainer's sampling
         completion = backend.chat(request.messages, params=params, model=request.model, schema=request.schema)
         rollouts = tuple(

@@ -74,7 +74,7 @@ def teacher_examples(
         observation = env.observe(state)
         decision = teacher.decide(state.facts, observation.related, source_turn_ids=state.source_turn_ids)
         reply = teacher_reply(decision.ops, observation.related)
-        request = env._request(state, observation.related)
+        request = env.request(state, observation.related)
         if not reply.startswith(request.prefix) or (request.params.stop and not any(reply.endswith(s) for s in request.params.stop)):
             raise ValueError(f"the manager prompt's prefix {request.prefix!r} / stop {request.params.stop} do not frame a JSON reply")
         if env.step(state, reply).valid:
