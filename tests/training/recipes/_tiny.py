@@ -44,23 +44,36 @@ TEMPLATE = (
 )
 
 
-def make_tiny_model(folder: Path, *, seed: int = 0, extra_words: Sequence[str] = ()) -> Path:
+def _word_llama(words: Sequence[str], *, seed: int, max_positions: int, metaspace: bool = False) -> tuple[Any, Any, dict[str, int]]:
+    """A randomly initialised 2-layer Llama over a word-level vocabulary: (model, tokenizer, vocab).
+
+    ``metaspace``: words carry their leading space as "▁" and decode with it; otherwise words
+    are split on whitespace.
+    """
     import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    vocab = {w: i for i, w in enumerate(dict.fromkeys([*SPECIAL, *OPS, *WORDS, *extra_words]))}
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    if metaspace:
+        core.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+        core.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    else:
+        core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>")
     tokenizer.chat_template = TEMPLATE
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=1024, pad_token_id=vocab["<pad>"], eos_token_id=vocab["<eos>"],
+        num_key_value_heads=2, max_position_embeddings=max_positions, pad_token_id=vocab["<pad>"], eos_token_id=vocab["<eos>"],
         bos_token_id=None, tie_word_embeddings=False,
     )  # fmt: skip
-    model = LlamaForCausalLM(config)
+    return LlamaForCausalLM(config), tokenizer, vocab
+
+
+def make_tiny_model(folder: Path, *, seed: int = 0, extra_words: Sequence[str] = ()) -> Path:
+    model, tokenizer, vocab = _word_llama([*SPECIAL, *OPS, *WORDS, *extra_words], seed=seed, max_positions=1024)
     model.generation_config.pad_token_id = vocab["<pad>"]
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -126,23 +139,9 @@ FORMAT_WORDS = ["▁alice", "▁bob", "▁likes", "▁has", "▁tea", "▁dog", 
 
 def make_format_model(folder: Path, *, seed: int = 0, warmup_steps: int = 80) -> Path:
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     specials = ["<pad>", "<unk>", "<eos>", "▁<|system|>", "▁<|user|>", "▁<|assistant|>"]
-    vocab = {w: i for i, w in enumerate(dict.fromkeys([*specials, *FORMAT_PIECES, *FORMAT_WORDS]))}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    core.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>")
-    tokenizer.chat_template = TEMPLATE
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=4096, pad_token_id=vocab["<pad>"], eos_token_id=vocab["<eos>"],
-        bos_token_id=None, tie_word_embeddings=False,
-    )  # fmt: skip
-    model = LlamaForCausalLM(config)
+    model, tokenizer, vocab = _word_llama([*specials, *FORMAT_PIECES, *FORMAT_WORDS], seed=seed, max_positions=4096, metaspace=True)
     rng = random.Random(seed)
     words = [w.lstrip("▁") for w in FORMAT_WORDS]
 
