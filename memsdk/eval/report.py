@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
 from memsdk.eval.results import RunReport, Scores
 
 __all__ = ["markdown", "chart", "compare", "load_report", "write_outputs"]
+
+log = logging.getLogger("memsdk.eval")
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -91,10 +94,21 @@ def chart(report: RunReport, path: Path) -> None:
 
 
 def write_outputs(report: RunReport, out_dir: Path) -> dict[str, Path]:
-    """report.json is written by the run itself; this adds report.md and report.png."""
-    paths = {"json": out_dir / "report.json", "markdown": out_dir / "report.md", "chart": out_dir / "report.png"}
+    """report.json is written by the run itself; this adds report.md and report.png.
+
+    The chart needs matplotlib (the ``charts`` extra); a lean install writes the rest and
+    says what it skipped.
+    """
+    paths = {"json": out_dir / "report.json", "markdown": out_dir / "report.md"}
     paths["markdown"].write_text(markdown(report), encoding="utf-8")
-    chart(report, paths["chart"])
+    try:
+        chart(report, out_dir / "report.png")
+    except ModuleNotFoundError as exc:
+        if exc.name != "matplotlib":
+            raise
+        log.warning("report.png skipped: matplotlib is not installed (pip install 'memsdk[charts]')")
+    else:
+        paths["chart"] = out_dir / "report.png"
     return paths
 
 
