@@ -11,6 +11,7 @@ from memsdk.embedding import Embedder, HashEmbedder, SentenceTransformerEmbedder
 from memsdk.errors import (
     ClientClosed,
     Conflict,
+    DatasetNotFound,
     EmbedderError,
     ImportConflict,
     InvalidInput,
@@ -38,6 +39,7 @@ __all__ = [
     "ClientClosed",
     "ClientConfig",
     "Conflict",
+    "DatasetNotFound",
     "Embedder",
     "EmbedderError",
     "EventType",

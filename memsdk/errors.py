@@ -11,6 +11,7 @@
     │   ├── StoreLocked         another process holds the embedded data directory
     │   └── StoreUnavailable    a Qdrant server cannot be reached
     ├── EmbedderError           the embedding model could not load or run
+    ├── DatasetNotFound         a benchmark data set (LoCoMo) is not where memsdk looked
     └── PolicyError             an LLM policy could not produce a decision
         ├── PolicyUnavailable   its backend is down, refusing or timing out (after bounded retries)
         │   └── BackendTimeout  no answer within the configured timeout
@@ -36,6 +37,7 @@ __all__ = [
     "StoreLocked",
     "StoreUnavailable",
     "EmbedderError",
+    "DatasetNotFound",
     "PolicyError",
     "PolicyUnavailable",
     "BackendTimeout",
@@ -126,6 +128,11 @@ class StoreUnavailable(StoreError):
 
 class EmbedderError(MemsdkError):
     """The embedding model could not be loaded or failed on an input."""
+
+
+class DatasetNotFound(MemsdkError, FileNotFoundError):
+    """A data set that is not shipped (LoCoMo's licence forbids it) is missing; the message
+    says where to put it and where it comes from."""
 
 
 class PolicyError(MemsdkError):

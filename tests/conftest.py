@@ -7,7 +7,9 @@
 
 Tests that use ``vllm_server`` are marked ``@pytest.mark.vllm``. Without ``.venv-vllm``
 (``make vllm`` builds it) they skip locally; under CI (``CI=true``) any failure to start
-the server fails them. ``MEMSDK_VLLM_URL=http://host:port`` reuses a server already running
+the server fails them. Tests that read LoCoMo are marked ``@pytest.mark.locomo``, with the
+same rule: without the file they skip locally and fail under CI, each with the one-line
+`DatasetNotFound` message that says where to put it. ``MEMSDK_VLLM_URL=http://host:port`` reuses a server already running
 (started with ``python -m memsdk.llm.testing``) instead of starting one.
 """
 
@@ -29,6 +31,22 @@ _REPO = Path(__file__).resolve().parents[1]
 
 def _in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``locomo``-marked tests: before any fixture of theirs reads the file."""
+    if item.get_closest_marker("locomo") is None:
+        return
+    from memsdk.datasets.locomo import locomo_path
+    from memsdk.errors import DatasetNotFound
+
+    try:
+        locomo_path()
+    except DatasetNotFound as exc:
+        if _in_ci():
+            pytest.fail(str(exc), pytrace=False)
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from memsdk.errors import DatasetNotFound
 from memsdk.types import Turn
 
 __all__ = ["LocomoQA", "LocomoSession", "LocomoConversation", "load_locomo", "locomo_path", "split_of", "SPLITS", "Split"]
@@ -66,15 +67,24 @@ class LocomoConversation:
         return [q for q in self.qa if include_adversarial or q.category != 5]
 
 
+WHERE_FROM = "data/locomo10.json of the snap-research/locomo release on GitHub, CC BY-NC 4.0"
+
+
 def locomo_path() -> Path:
+    """``$MEMSDK_LOCOMO`` if set, else ``../shared/data/locomo10.json`` beside the repository.
+
+    Raises `DatasetNotFound` (one line: where to put the file, where it comes from).
+    """
     if env := os.environ.get("MEMSDK_LOCOMO"):
+        if not Path(env).is_file():
+            raise DatasetNotFound(f"LoCoMo not found at MEMSDK_LOCOMO={env}: point it at locomo10.json ({WHERE_FROM})")
         return Path(env)
     here = Path(__file__).resolve()
     for parent in here.parents:
         candidate = parent.parent / "shared" / "data" / "locomo10.json"
-        if candidate.exists():
+        if candidate.is_file():
             return candidate
-    raise FileNotFoundError("LoCoMo not found: set MEMSDK_LOCOMO to locomo10.json")
+    raise DatasetNotFound(f"LoCoMo not found: set MEMSDK_LOCOMO=/path/to/locomo10.json or put it at ../shared/data/ beside the repository ({WHERE_FROM})")
 
 
 def _turn(raw: dict, date_time: str) -> Turn:

@@ -15,6 +15,8 @@ from memsdk.eval import ConversationResult, Evaluator, Judge, JudgeRef, judge_ru
 from tests.llm._stub_server import Reply, StubServer, chat_body
 from tests.policies.conftest import ScriptedBackend
 
+pytestmark = pytest.mark.locomo
+
 SLICE = ["--split", "val", "--conversations", "conv-30", "--embedder", "hash", "--max-sessions", "3", "--max-questions", "10", "--no-progress"]
 CORRECT, WRONG, NEITHER = '{"label": "CORRECT"}', '{"label": "WRONG"}', "I cannot tell"
 

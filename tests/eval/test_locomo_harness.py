@@ -14,6 +14,8 @@ from memsdk.eval.runner import conversation_slice, render_turn
 
 from tests.policies.conftest import ScriptedBackend
 
+pytestmark = pytest.mark.locomo
+
 SMALL = dict(embedder="hash", max_sessions=3, max_questions=10)
 
 

@@ -8,18 +8,9 @@ import numpy as np
 import pytest
 
 from memsdk.embedding import HashEmbedder
-from memsdk_training.env import conversation, history_violations, locomo_episode, locomo_path, locomo_qa, locomo_sessions, locomo_states, sample_ids, session_date, split_of
+from memsdk_training.env import conversation, history_violations, locomo_episode, locomo_qa, locomo_sessions, locomo_states, sample_ids, session_date, split_of
 
-
-
-def have_locomo() -> bool:
-    try:
-        return locomo_path().exists()
-    except FileNotFoundError:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not have_locomo(), reason="LoCoMo not found (set MEMSDK_LOCOMO to locomo10.json)")
+pytestmark = pytest.mark.locomo
 
 
 def locomo_turns(sample_id: str):

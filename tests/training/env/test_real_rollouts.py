@@ -11,12 +11,7 @@ from memsdk.llm.base import SamplingParams
 from memsdk.policies import ExtractiveAnswerer, LLMManager
 from memsdk_training.env import EnvConfig, ManagerEnv, history_violations, locomo_states
 
-from .test_locomo import have_locomo
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not have_locomo(), reason="LoCoMo not found (set MEMSDK_LOCOMO to locomo10.json)"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.locomo]
 
 
 def test_smollm2_rollouts_on_three_locomo_train_states(transformers_backend) -> None:

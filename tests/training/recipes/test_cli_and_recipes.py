@@ -14,10 +14,7 @@ from memsdk.registry import PolicyRegistry
 from memsdk_training.cli import RECIPES, build_recipe, main
 from memsdk_training.recipes import read_metrics
 
-from ..env.test_locomo import have_locomo
 from ._tiny import make_format_model
-
-needs_locomo = pytest.mark.skipif(not have_locomo(), reason="LoCoMo not found (set MEMSDK_LOCOMO to locomo10.json)")
 
 CONFIGS = Path(__file__).resolve().parents[3] / "training" / "configs"
 
@@ -51,7 +48,7 @@ def _tiny_config(tmp_path: Path, model: Path, **extra: object) -> Path:
     return path
 
 
-@needs_locomo
+@pytest.mark.locomo
 def test_cli_trains_the_manager_one_step_and_publishes(tmp_path: Path, format_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     registry = tmp_path / "registry"
     config = _tiny_config(tmp_path, format_model_dir, max_train_states=2, max_val_states=2, publish={"registry_dir": str(registry), "version": "t1"})
@@ -65,7 +62,7 @@ def test_cli_trains_the_manager_one_step_and_publishes(tmp_path: Path, format_mo
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["output_dir"] == str(tmp_path / "run")
 
 
-@needs_locomo
+@pytest.mark.locomo
 def test_answerer_recipe_runs_a_step_on_locomo_questions(tmp_path: Path, format_model_dir: Path) -> None:
     recipe = build_recipe("answerer", str(_tiny_config(tmp_path, format_model_dir, max_train_questions=2, max_val_questions=2, answer_k=5)))
     recipe.setup()

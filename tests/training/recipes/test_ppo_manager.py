@@ -31,7 +31,7 @@ from safetensors.torch import load_file
 from memsdk.registry import PolicyRegistry
 
 from ._tiny import OpChoiceEnv, make_format_model, mean_of as _mean, op_states, run_recipe
-from .test_cli_and_recipes import CONFIGS, _tiny_config, needs_locomo
+from .test_cli_and_recipes import CONFIGS, _tiny_config
 
 
 class OpPPORecipe(PPORecipe):
@@ -169,7 +169,7 @@ def test_shipped_ppo_config_builds_the_manager_ppo_recipe() -> None:
         ManagerPPOConfig(drop_zero_variance=True)
 
 
-@needs_locomo
+@pytest.mark.locomo
 def test_cli_trains_the_manager_with_ppo_one_step_and_publishes_the_lora_only(tmp_path: Path) -> None:
     registry = tmp_path / "registry"
     torch.set_num_threads(1)
