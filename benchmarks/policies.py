@@ -23,10 +23,12 @@ Columns:
     target acc  over UPDATE/DELETE cases: the op hit the expected memory
     p50/p95 ms  per policy call (re-ask included), wall time
     prompt tok  prompt tokens per policy call (re-ask included)
+    truncated   replies cut by max_tokens (finish_reason "length"), the first reply or the re-ask
+    runaway     replies that repeat a 4-word phrase 3 or more times (a looping small model)
 
     .venv/bin/python benchmarks/policies.py --out build/bench-policies.json
         [--configs heuristic in-process vllm-free vllm-json_schema] [--prompt-versions v1 v2]
-        [--limit N] [--max-tokens N] [--threads 1]
+        [--limit N] [--max-tokens N] [--repetition-penalty 1.1] [--threads 1]
 
 It starts its own vLLM server (VLLMServer, after the in-process run so they do not share the
 CPU) unless MEMSDK_VLLM_URL (or --vllm-url) points at a running one. Not part of make test.
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -55,6 +58,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from memsdk.llm import SamplingParams  # noqa: E402
 from memsdk.policies import Decision, HeuristicManager, LLMManager, PolicyConfig  # noqa: E402
+from memsdk.policies.prompts import DEFAULT_PROMPTS  # noqa: E402
 from memsdk.types import MemoryRecord, Scope, ScoredMemory, content_hash  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,6 +93,8 @@ class Result:
     latency_s: float
     prompt_tokens: int
     completion_tokens: int
+    truncated: bool = False
+    runaway: bool = False
     ops: list[dict[str, Any]] = field(default_factory=list)
     raw_output: str = ""
     failure: str | None = None
@@ -109,6 +115,8 @@ class Row:
     prompt_tokens: float | None
     completion_tokens: float | None
     reasks: int
+    truncated: int
+    runaway: int
     predicted: dict[str, int]
 
 
@@ -136,6 +144,13 @@ def scored_memories(cases: Sequence[Case]) -> dict[int, list[ScoredMemory]]:
             for t, s in zip(case.memories, sims)
         ]
     return out
+
+
+def is_runaway(text: str, n: int = 4, times: int = 3) -> bool:
+    """The reply repeats some n-word phrase ``times`` or more: a small model stuck in a loop."""
+    words = re.findall(r"\w+", text.casefold())
+    grams = Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+    return bool(grams) and max(grams.values()) >= times
 
 
 def judge(config: str, version: str | None, case: Case, related: Sequence[ScoredMemory], decision: Decision, latency_s: float) -> Result:
@@ -166,6 +181,8 @@ def judge(config: str, version: str | None, case: Case, related: Sequence[Scored
         latency_s=call.latency_s if call else latency_s,
         prompt_tokens=call.prompt_tokens if call else 0,
         completion_tokens=call.completion_tokens if call else 0,
+        truncated=bool(call and getattr(call, "finish_reason", None) == "length"),
+        runaway=bool(call and is_runaway(call.raw_output)),
         ops=[{"op": op.op.value, "target": index.get(op.target) if op.target else None, "text": op.text} for op in decision.ops],
         raw_output=call.raw_output if call else "",
         failure=call.failure if call else None,
@@ -217,6 +234,8 @@ def summarize(results: Sequence[Result], llm: bool) -> Row:
         prompt_tokens=statistics.mean(r.prompt_tokens for r in results) if llm else None,
         completion_tokens=statistics.mean(r.completion_tokens for r in results) if llm else None,
         reasks=sum(r.reasked for r in results),
+        truncated=sum(r.truncated for r in results),
+        runaway=sum(r.runaway for r in results),
         predicted=dict(Counter("+".join(r.predicted) for r in results)),
     )
 
@@ -226,12 +245,12 @@ def table(rows: Sequence[Row]) -> str:
         return "n/a" if x is None else format(x, fmt)
 
     lines = [
-        "| config | prompt | valid 1st | valid (repair/re-ask) | re-asks | op acc | target acc | p50 ms | p95 ms | prompt tok/call | completion tok/call |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| config | prompt | valid 1st | valid (repair/re-ask) | re-asks | truncated | runaway | op acc | target acc | p50 ms | p95 ms | prompt tok/call | completion tok/call |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r.config} | {r.prompt_version or '-'} | {r.valid_first}/{r.n} | {r.valid}/{r.n} | {r.reasks} | {r.op_acc:.2f} | "
+            f"| {r.config} | {r.prompt_version or '-'} | {r.valid_first}/{r.n} | {r.valid}/{r.n} | {r.reasks} | {r.truncated} | {r.runaway} | {r.op_acc:.2f} | "
             f"{f(r.target_acc, '.2f')} | {f(r.p50_s * 1000, '.1f' if r.p50_s < 0.01 else '.0f')} | {f(r.p95_s * 1000, '.1f' if r.p95_s < 0.01 else '.0f')} | "
             f"{f(r.prompt_tokens, '.0f')} | {f(r.completion_tokens, '.0f')} |"
         )
@@ -256,9 +275,10 @@ def vllm_url(explicit: str | None, log_path: Path) -> Iterator[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", nargs="+", default=ALL_CONFIGS, choices=ALL_CONFIGS)
-    parser.add_argument("--prompt-versions", nargs="+", default=["v1"])
+    parser.add_argument("--prompt-versions", nargs="+", default=[DEFAULT_PROMPTS["manager"]])
     parser.add_argument("--limit", type=int, default=None, help="only the first N cases")
     parser.add_argument("--max-tokens", type=int, default=None, help="override the manager's default generation budget")
+    parser.add_argument("--repetition-penalty", type=float, default=1.0, help="SamplingParams.repetition_penalty (1.0: off)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for the in-process model")
     parser.add_argument("--vllm-url", default=None)
     parser.add_argument("--out", type=Path, default=REPO / "build" / "bench-policies.json")
@@ -266,7 +286,7 @@ def main() -> None:
 
     cases = load_cases()[: args.limit]
     memories = scored_memories(cases)
-    params = SamplingParams(max_tokens=args.max_tokens) if args.max_tokens else None
+    params = SamplingParams(max_tokens=args.max_tokens or LLMManager.max_tokens, repetition_penalty=args.repetition_penalty)
     rows: list[Row] = []
     results: list[Result] = []
 
@@ -309,6 +329,7 @@ def main() -> None:
                 "cases": str(CASES.relative_to(REPO)),
                 "max_tokens": args.max_tokens or LLMManager.max_tokens,
                 "threads": args.threads,
+                "repetition_penalty": args.repetition_penalty,
                 "vllm": server_info,
                 "rows": [asdict(r) for r in rows],
                 "results": [asdict(r) for r in results],

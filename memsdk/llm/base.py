@@ -50,6 +50,11 @@ class SamplingParams(BaseModel):
     seed: int | None = Field(None, description="Makes sampling at temperature > 0 repeatable.")
     stop: tuple[str, ...] = Field((), description="Strings that end generation; not part of the text.")
     logprobs: bool = Field(False, description="Return the log-probability of every generated token.")
+    repetition_penalty: float = Field(
+        1.0, gt=0.0,
+        description="CTRL's multiplicative penalty on tokens already in the prompt or reply (vLLM and "
+        "transformers share its meaning); 1.0 is off. Sent to a server only with vLLM extensions on.",
+    )  # fmt: skip
 
     @field_validator("stop", mode="before")
     @classmethod

@@ -220,6 +220,8 @@ class _BaseOpenAIBackend:
             body["stop"] = list(params.stop)
         if self._vllm:
             body["return_token_ids"] = True
+            if params.repetition_penalty != 1.0:  # a vLLM extension: a plain OpenAI endpoint would reject it
+                body["repetition_penalty"] = params.repetition_penalty
         if schema is not None:
             if not isinstance(schema, dict):
                 raise InvalidInput("schema", "must be a JSON schema object (dict)")

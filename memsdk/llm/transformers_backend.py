@@ -228,6 +228,7 @@ class TransformersBackend:
             "pad_token_id": tok.pad_token_id,
             "eos_token_id": tok.eos_token_id,
             "top_k": None,
+            "repetition_penalty": None if params.repetition_penalty == 1.0 else params.repetition_penalty,
         }
         if sampling:
             gen_kwargs.update(temperature=params.temperature, top_p=params.top_p)

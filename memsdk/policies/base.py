@@ -83,6 +83,7 @@ class PolicyCall:
     reasked: bool = False
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
+    finish_reason: str | None = None  # of the last reply: "length" means it was cut by max_tokens
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -134,8 +135,11 @@ class LLMCaller(Generic[T]):
             reasked=len(completions) > 1,
             token_ids=last.token_ids,
             logprobs=None if last.logprobs is None else [t.logprob for t in last.logprobs],
+            finish_reason=last.finish_reason,
         )
         self.stats.add("calls")
+        if call.finish_reason == "length":
+            self.stats.add("truncated")  # a runaway reply: the schema bounds or the budget are too loose
         if call.repaired:
             self.stats.add("repaired")
         if call.reasked:

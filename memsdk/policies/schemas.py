@@ -1,8 +1,13 @@
 """The output schema of each policy, declared once.
 
 The same pydantic model gives the JSON schema for constrained decoding (vLLM
-``response_format``) and parses the model's reply; the string and list bounds keep a
-runaway generation from turning into a runaway memory.
+``response_format``) and parses the model's reply. Every string and list is bounded
+(``maxLength`` / ``maxItems`` in the JSON schema), and vLLM's structured outputs enforce
+the bounds while decoding: a small model that loops inside a string ("a striped collar, and
+a striped collar, and ...") is made to close it, so the reply still ends as valid JSON
+within the role's token budget instead of being cut inside the string and lost. The bounds
+are sized so that one complete item fits each role's default ``max_tokens`` (about 4 chars
+per token); unconstrained replies are held to the same bounds by the parser.
 """
 
 from __future__ import annotations
@@ -13,10 +18,19 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 __all__ = ["ExtractedFacts", "ManagerOpOut", "ManagerDecision", "AnswerOut", "json_schema"]
 
-Fact = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=400)]
+#: an atomic fact is a sentence ("Caroline adopted a dog named Buddy in May 2023"), not a paragraph
+MAX_FACT_CHARS = 200
+#: a turn rarely holds more facts than this; the extractor's 96 tokens would not fit more
+MAX_FACTS = 8
+#: one memory as the manager writes it: a merged UPDATE ("Has two dogs, Buddy and Scout") included
+MAX_MEMORY_CHARS = 300
+#: one op per memory shown (5) plus one ADD
+MAX_OPS = 6
+#: the answer is at most ~6 words; the answerer keeps max_answer_words of it
+MAX_ANSWER_CHARS = 100
+MAX_EVIDENCE = 6
 
-
-MAX_FACTS = 20
+Fact = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FACT_CHARS)]
 
 
 class ExtractedFacts(BaseModel):
@@ -47,13 +61,13 @@ class ManagerOpOut(BaseModel):
     # any int: a wrong alias is dropped (and counted) by the manager's guard, op by op,
     # instead of failing the whole decision at the schema
     id: int | None = None
-    text: Annotated[str, StringConstraints(strip_whitespace=True, max_length=400)] | None = None
+    text: Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_MEMORY_CHARS)] | None = None
 
 
 class ManagerDecision(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    ops: list[ManagerOpOut] = Field(max_length=10)
+    ops: list[ManagerOpOut] = Field(max_length=MAX_OPS)
 
     @model_validator(mode="before")
     @classmethod
@@ -71,8 +85,8 @@ class AnswerOut(BaseModel):
 
     # a short list: under constrained decoding SmolLM2 otherwise enumerates 1, 2, 3, ... until
     # the token budget runs out before it writes the answer
-    evidence: list[Annotated[int, Field(ge=0, le=999)]] = Field(default_factory=list, max_length=6)
-    answer: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
+    evidence: list[Annotated[int, Field(ge=0, le=999)]] = Field(default_factory=list, max_length=MAX_EVIDENCE)
+    answer: Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_ANSWER_CHARS)]
 
     @model_validator(mode="before")
     @classmethod
@@ -80,7 +94,13 @@ class AnswerOut(BaseModel):
         # Small models mix memory texts into the evidence list; the answer is still usable,
         # and the evidence that is a number still points at a shown memory.
         if isinstance(data, dict) and isinstance(data.get("evidence"), list):
-            return {**data, "evidence": [e for e in data["evidence"] if isinstance(e, int) and not isinstance(e, bool)][:6]}
+            data = {**data, "evidence": [e for e in data["evidence"] if isinstance(e, int) and not isinstance(e, bool)][:MAX_EVIDENCE]}
+        # An unconstrained answer that rambles past the bound is cut at a word, not rejected:
+        # the answerer keeps only its first max_answer_words anyway. (Memory texts are never
+        # cut: a half-written memory would be stored.)
+        if isinstance(data, dict) and isinstance(data.get("answer"), str) and len(answer := data["answer"].strip()) > MAX_ANSWER_CHARS:
+            cut = answer.rfind(" ", 0, MAX_ANSWER_CHARS + 1)
+            data = {**data, "answer": answer[: cut if cut > 0 else MAX_ANSWER_CHARS].rstrip()}
         return data
 
 

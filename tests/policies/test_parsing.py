@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memsdk.policies.parsing import close_truncated, find_json_object, parse
-from memsdk.policies.schemas import AnswerOut, ExtractedFacts, ManagerDecision
+from memsdk.policies.schemas import MAX_ANSWER_CHARS, MAX_FACT_CHARS, MAX_FACTS, AnswerOut, ExtractedFacts, ManagerDecision, json_schema
 
 
 def test_clean_json_parses_without_repair() -> None:
@@ -43,10 +43,44 @@ def test_prose_and_wrong_shapes_fail_with_a_reason(raw: str) -> None:
 
 def test_schema_bounds_runaway_output() -> None:
     facts = ", ".join(f'"fact {i}"' for i in range(50))
-    assert parse('{"facts": [' + facts + "]}", ExtractedFacts).value.facts == [f"fact {i}" for i in range(20)]
+    assert parse('{"facts": [' + facts + "]}", ExtractedFacts).value.facts == [f"fact {i}" for i in range(MAX_FACTS)]
     looped = '{"facts": ["Mel paints", "The group", "The group", "the group ", "The group"]}'
     assert parse(looped, ExtractedFacts).value.facts == ["Mel paints", "The group"]
     assert not parse('{"answer": "' + "word " * 20_000 + '"}', AnswerOut).ok  # 100 KB: over the parse limit
+    assert not parse('{"facts": ["' + "x" * (MAX_FACT_CHARS + 1) + '"]}', ExtractedFacts).ok  # a memory is never cut
+
+
+def _unbounded(node: object, path: str = "$") -> list[str]:
+    """Every string without maxLength and every array without maxItems in a JSON schema."""
+    out = []
+    if isinstance(node, dict):
+        if node.get("type") == "string" and "maxLength" not in node and "enum" not in node:
+            out.append(path)
+        if node.get("type") == "array" and "maxItems" not in node:
+            out.append(path)
+        for key, child in node.items():
+            out += _unbounded(child, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, child in enumerate(node):
+            out += _unbounded(child, f"{path}[{i}]")
+    return out
+
+
+@pytest.mark.parametrize("schema", [ExtractedFacts, ManagerDecision, AnswerOut])
+def test_every_string_and_list_a_policy_may_write_is_bounded(schema) -> None:
+    # vLLM's structured outputs enforce maxLength / maxItems while decoding: an unbounded field
+    # is where a looping small model runs until max_tokens and the reply is lost
+    assert _unbounded(json_schema(schema)) == []
+
+
+def test_a_rambling_answer_is_cut_at_a_word_not_rejected() -> None:
+    # the answerer keeps ~6 words of it anyway, so cutting loses nothing a user would see
+    long = " ".join(["Caroline"] + ["really"] * 40 + ["paints"])
+    out = parse('{"answer": "' + long + '", "evidence": [1]}', AnswerOut).value
+    assert out is not None and len(out.answer) <= MAX_ANSWER_CHARS and long.startswith(out.answer)
+    assert long[len(out.answer)] == " " and out.evidence == [1]  # whole words only
+    one_word = parse('{"answer": "' + "x" * 500 + '"}', AnswerOut).value
+    assert one_word is not None and one_word.answer == "x" * MAX_ANSWER_CHARS
 
 
 def test_bare_ops_are_accepted_as_a_decision() -> None:
