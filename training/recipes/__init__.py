@@ -18,7 +18,7 @@ from .grpo import GroupEnv, GRPORecipe, Learned, RecipeData, Sampled, SampledGro
 from .metrics import MetricsLog, plot_metrics, read_metrics
 from .policy import Generated, Policy, PolicyBackend, Scored, render_chat
 from .rollouts import InProcessRollouts, RolloutEngine, VLLMRollouts, rollout_engine
-from .update import Row, UpdateStats, ppo_update
+from .update import Row, UpdateStats, ppo_update, update_metrics
 
 __all__ = [
     "AnswererGRPOConfig",
@@ -51,4 +51,5 @@ __all__ = [
     "render_chat",
     "rollout_engine",
     "step_seed",
+    "update_metrics",
 ]

@@ -41,7 +41,7 @@ from .config import RecipeConfig
 from .metrics import DEFAULT_CURVES, MetricsLog, plot_metrics
 from .policy import Policy
 from .rollouts import RolloutEngine, rollout_engine
-from .update import Row, UpdateStats, ppo_update
+from .update import Row, UpdateStats, ppo_update, update_metrics
 
 __all__ = ["start_run", "Sampled", "SampledGroup", "GroupEnv", "RecipeData", "Learned", "GRPORecipe", "step_seed"]
 
@@ -89,7 +89,7 @@ class RecipeData(Generic[S]):
 class Learned(NamedTuple):
     """What one step's learning (`GRPORecipe.learn`) reports to the metrics row."""
 
-    stats: UpdateStats
+    stats: UpdateStats | None  # None: no update ran this step
     rows: int  # rows the update saw
     zero_variance_fraction: float  # groups whose rewards were all equal
     extra: dict[str, float]  # the recipe's own metrics (PPO: value_loss, explained_variance)
@@ -188,7 +188,7 @@ class GRPORecipe(abc.ABC, Generic[S]):
         """
         adv = self.advantages(groups)
         rows = self.rows(groups, adv)
-        stats = ppo_update(self.policy, self.optimizer, rows, self.config) if rows else UpdateStats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        stats = ppo_update(self.policy, self.optimizer, rows, self.config)
         return Learned(stats, len(rows), float((~adv.keep).double().mean()), {})
 
     # -- the loop --------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ class GRPORecipe(abc.ABC, Generic[S]):
                 row.update({f"eval_{k}": v for k, v in self._evaluate_and_keep_best().items()})
             self.metrics.write(row)
             rows_logged.append(row)
-            bar.set_postfix(reward=f"{row['reward_mean']:.2f}", kl=f"{row['kl']:.3f}")
+            bar.set_postfix(reward=f"{row['reward_mean']:.2f}", kl=f"{row['kl']:.3f}" if row["updated"] else "skipped")
             if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
                 self.save_checkpoint()
         plot_metrics(self.out / "metrics.jsonl", self.out / "curves.png", self.curves)
@@ -228,7 +228,6 @@ class GRPORecipe(abc.ABC, Generic[S]):
         return rows_logged
 
     def _metrics_row(self, groups: Sequence[SampledGroup], learned: Learned, seconds: float) -> dict[str, Any]:
-        stats = learned.stats
         rewards = torch.tensor([r for g in groups for r in g.rewards], dtype=torch.float64)
         samples = [s for g in groups for s in g.samples]
         return {
@@ -236,14 +235,9 @@ class GRPORecipe(abc.ABC, Generic[S]):
             "reward_mean": float(rewards.mean()),
             "reward_std": float(rewards.std(correction=0)),
             "zero_variance_fraction": learned.zero_variance_fraction,
-            "kl": stats.kl,
-            "entropy": stats.entropy,
-            "clip_fraction": stats.clip_fraction,
-            "dual_clip_fraction": stats.dual_clip_fraction,
             "response_length": sum(len(s.token_ids) for s in samples) / len(samples),
             "parse_failure_rate": sum(s.parse_failed for s in samples) / len(samples),
-            "loss": stats.loss,
-            "grad_norm": stats.grad_norm,
+            **update_metrics(learned.stats),
             "rows": learned.rows,
             "seconds": seconds,
             **learned.extra,

@@ -57,7 +57,7 @@ from .grpo import start_run, step_seed
 from .grpo_manager import frozen_answerer, make_embedder
 from .metrics import MetricsLog, plot_metrics
 from .rollouts import rollout_engine
-from .update import Row, UpdateStats, ppo_update
+from .update import Row, UpdateStats, ppo_update, update_metrics
 
 __all__ = ["LogoStep", "LogoGRPORecipe"]
 
@@ -215,7 +215,7 @@ class LogoGRPORecipe:
             started = time.perf_counter()
             sampled = self.sample(train_eps[step % len(train_eps)], step_seed(cfg.seed, stage, step))
             rows = self.rows(sampled)
-            stats = ppo_update(self.policy, optimizer, rows, cfg) if rows else UpdateStats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            stats = ppo_update(self.policy, optimizer, rows, cfg)
             self.rollouts.sync(self.policy)
             self.last_step, self.stage_step = sampled, step + 1
             row = {"stage": stage, "sessions": n_sessions, **self._metrics_row(step + 1, sampled, stats, len(rows), time.perf_counter() - started)}
@@ -232,7 +232,7 @@ class LogoGRPORecipe:
                 self.save_checkpoint()
         return logged
 
-    def _metrics_row(self, step: int, sampled: LogoStep, stats: UpdateStats, n_rows: int, seconds: float) -> dict[str, Any]:
+    def _metrics_row(self, step: int, sampled: LogoStep, stats: UpdateStats | None, n_rows: int, seconds: float) -> dict[str, Any]:
         rewards = torch.tensor([r for g in sampled.groups if g.branch == "global" for r in g.rewards], dtype=torch.float64)
         calls = [c for members in sampled.members for o in members for c in o.calls]
         return {
@@ -241,13 +241,9 @@ class LogoGRPORecipe:
             "reward_std": float(rewards.std(correction=0)),
             "zero_variance_fraction": float((~sampled.advantages.keep).double().mean()),
             "local_groups": sum(g.branch == "local" for g in sampled.groups),
-            "kl": stats.kl,
-            "entropy": stats.entropy,
-            "clip_fraction": stats.clip_fraction,
-            "dual_clip_fraction": stats.dual_clip_fraction,
             "response_length": sum(len(c.token_ids or ()) for c in calls) / max(1, len(calls)),
             "parse_failure_rate": sum(c.failure is not None for c in calls) / max(1, len(calls)),
-            "loss": stats.loss,
+            **update_metrics(stats),
             "rows": n_rows,
             "seconds": seconds,
         }

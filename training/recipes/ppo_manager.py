@@ -111,7 +111,7 @@ def _pad_cat(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
 
 def value_ppo_update(
     policy: Policy, value_head: ValueHead, optimizer: torch.optim.Optimizer, replies: Sequence[Reply], config: ManagerPPOConfig
-) -> tuple[UpdateStats, dict[str, float]]:
+) -> tuple[UpdateStats | None, dict[str, float]]:
     """``config.ppo_epochs`` passes of L (module docstring) over ``replies``, one optimizer step per pass.
 
     Returns the policy's stats and the critic's: value_loss, value_clip_fraction, and, from
@@ -119,7 +119,7 @@ def value_ppo_update(
     value_mean (mean V_old over the reply tokens).
     """
     if not replies:
-        return UpdateStats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), {}
+        return None, {}
     size = config.micro_batch_size
     starts = range(0, len(replies), size)
     batches = [replies[i : i + size] for i in starts]

@@ -31,7 +31,7 @@ from ..losses import aggregate, entropy_bonus, kl_estimate, ppo_clip_loss
 from .config import RecipeConfig
 from .policy import Policy, Scored
 
-__all__ = ["PolicyLoss", "Row", "UpdateStats", "policy_loss", "ppo_update", "run_epochs"]
+__all__ = ["PolicyLoss", "Row", "UpdateStats", "policy_loss", "ppo_update", "run_epochs", "update_metrics"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,13 @@ class UpdateStats(NamedTuple):
     clip_fraction: float  # TRL's region fraction: tokens whose gradient the clip removed
     dual_clip_fraction: float
     grad_norm: float
+
+
+def update_metrics(stats: UpdateStats | None) -> dict[str, float | bool]:
+    """A metrics row's update fields: what the step's update measured, or ``updated: False``
+    alone when none ran (every group had equal rewards, or no reply had a token). A skipped
+    step must not log a KL of 0.0 it never measured."""
+    return {"updated": False} if stats is None else {"updated": True, **stats._asdict()}
 
 
 class _Old(NamedTuple):
@@ -110,11 +117,12 @@ def run_epochs(
     return {name: value / config.ppo_epochs for name, value in totals.items()}
 
 
-def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rows: Sequence[Row], config: RecipeConfig) -> UpdateStats:
-    """``config.ppo_epochs`` passes over ``rows``, one optimizer step per pass."""
+def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rows: Sequence[Row], config: RecipeConfig) -> UpdateStats | None:
+    """``config.ppo_epochs`` passes over ``rows``, one optimizer step per pass; None (and the
+    weights untouched) when there is no row with a token to learn from."""
     rows = [r for r in rows if r.completion]  # an empty reply has no token to score
     if not rows:
-        return UpdateStats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        return None
     batches = _chunks(rows, config.micro_batch_size)
     olds = [_score_old(policy, b) for b in batches]
 

@@ -51,12 +51,51 @@ def test_grpo_learns_the_right_op_and_zeroed_advantages_do_not(tiny_model_dir: P
     assert _mean(frozen[-5:]) < 0.3
     # the same rollouts at step 1 (same seeds): the runs only part once the updates differ
     assert learned[0]["reward_mean"] == frozen[0]["reward_mean"]
-    # what the loop must log every step
-    row = read_metrics(tmp_path / "grpo" / "metrics.jsonl")[-1]
-    for key in ("reward_mean", "reward_std", "zero_variance_fraction", "kl", "entropy", "clip_fraction", "response_length", "parse_failure_rate"):
-        assert key in row
-    assert row["kl"] > 0 and row["eval_reward"] >= 0.75
+    # what the loop must log every step, and what only a step that updated may log
+    rows = read_metrics(tmp_path / "grpo" / "metrics.jsonl")
+    for row in rows:
+        for key in ("reward_mean", "reward_std", "zero_variance_fraction", "response_length", "parse_failure_rate", "updated"):
+            assert key in row
+        if row["updated"]:
+            assert row["rows"] > 0 and row["zero_variance_fraction"] < 1.0
+        else:  # every group had equal rewards: nothing was measured, so nothing is logged as measured
+            assert row["rows"] == 0 and row["zero_variance_fraction"] == 1.0
+            assert not {"kl", "entropy", "clip_fraction", "loss", "grad_norm"} & set(row)
+    updated = [r for r in rows if r["updated"]]
+    assert updated and all(r["kl"] >= 0 and r["entropy"] > 0 for r in updated)
+    assert max(r["kl"] for r in updated) > 0  # the policy moved away from its reference
+    assert rows[-1]["eval_reward"] >= 0.75
     assert (tmp_path / "grpo" / "curves.png").stat().st_size > 1000
+
+
+class UniformEnv(OpChoiceEnv):
+    """Every reply scores the same: no group carries a signal."""
+
+    def reward(self, state, text):  # type: ignore[no-untyped-def]
+        return 0.5
+
+
+class UniformRecipe(OpRecipe):
+    def _setup_data(self, policy, rollouts):  # type: ignore[no-untyped-def]
+        return RecipeData(UniformEnv(rollouts.backend), op_states(8, seed=0), op_states(8, seed=1))
+
+
+def test_a_step_with_no_signal_updates_nothing_and_says_so(tiny_model_dir: Path, tmp_path: Path) -> None:
+    recipe = UniformRecipe(_config(tiny_model_dir, tmp_path / "uniform", steps=2))
+    recipe.setup()
+    try:
+        before = {k: v.clone() for k, v in recipe.policy.adapter_state().items()}
+        rows = recipe.train()
+        after = recipe.policy.adapter_state()
+    finally:
+        recipe.cleanup()
+    assert [r["updated"] for r in rows] == [False, False]
+    for row in rows:  # nothing measured is logged as if it had been: no KL 0.0, no loss 0.0
+        assert row["rows"] == 0 and row["zero_variance_fraction"] == 1.0
+        assert not {"kl", "entropy", "clip_fraction", "dual_clip_fraction", "loss", "grad_norm"} & set(row)
+    for name, weight in before.items():
+        assert torch.equal(weight, after[name]), name
+    assert read_metrics(tmp_path / "uniform" / "metrics.jsonl") == rows
 
 
 def test_resume_continues_exactly_where_the_run_stopped(tiny_model_dir: Path, tmp_path: Path) -> None:
