@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import unicodedata
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, Strict, model_validator
 
 __all__ = [
     "Scope",
@@ -65,9 +66,40 @@ def _check_id(value: str) -> str:
     return value
 
 
-Text = Annotated[str, AfterValidator(check_text)]
+#: Qdrant stores payload integers as int64; a larger one would come back as a float
+MAX_METADATA_INT = 2**63 - 1
+
+
+def check_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    """Metadata must survive the store unchanged: no NaN/inf, no integer beyond int64, and
+    keys and strings that are valid UTF-8 (a lone surrogate cannot be stored)."""
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, float) and not math.isfinite(node):
+            raise ValueError(f"{path}: {node} is not a JSON number")
+        if isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_METADATA_INT:
+            raise ValueError(f"{path}: integer beyond 64 bits (store it as a string)")
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"{path}: not valid UTF-8 (lone surrogate at index {exc.start})") from None
+        if isinstance(node, dict):
+            for key, child in node.items():
+                walk(key, f"{path} (a key)")
+                walk(child, f"{path}.{key}")
+        if isinstance(node, list):
+            for i, child in enumerate(node):
+                walk(child, f"{path}[{i}]")
+
+    walk(value, "metadata")
+    return value
+
+
+# strict: bytes are not text (pydantic would decode b"..." silently)
+Text = Annotated[str, Strict(), AfterValidator(check_text)]
 ScopeId = Annotated[str, AfterValidator(_check_id)]
-Metadata = dict[str, JsonValue]
+Metadata = Annotated[dict[str, JsonValue], AfterValidator(check_metadata)]
 
 
 def content_hash(text: str) -> str:
@@ -117,6 +149,12 @@ class Op(BaseModel):
     ADD needs ``text``; UPDATE needs ``target`` and the new ``text``; DELETE needs ``target``;
     NOOP may name the memory it left alone. Anything else is rejected here, before the bank
     sees it.
+
+    ``expected_version`` (UPDATE / DELETE) is the version of the target the op was decided
+    on. When the memory has moved on since (another writer changed it), the batch is a
+    `Conflict` and nothing is written: an UPDATE computed from v1's text must never
+    overwrite v2 and lose what v2 added. The manager sets it from the memories it was
+    shown; the ingest pipeline then re-reads and decides again.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -126,6 +164,7 @@ class Op(BaseModel):
     text: Text | None = None
     source_turn_ids: tuple[ScopeId, ...] = ()
     metadata: Metadata = Field(default_factory=dict)
+    expected_version: int | None = Field(None, ge=1, description="Apply only if the target is still at this version.")
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -139,6 +178,8 @@ class Op(BaseModel):
             raise ValueError(f"{self.op} needs text")
         if not needs_text and self.text is not None:
             raise ValueError(f"{self.op} must not carry text")
+        if self.expected_version is not None and not needs_target:
+            raise ValueError(f"{self.op} has no target version to expect")
         return self
 
     @classmethod
@@ -150,8 +191,8 @@ class Op(BaseModel):
         return cls(op=OpType.UPDATE, target=target, text=text, **kw)
 
     @classmethod
-    def delete(cls, target: uuid.UUID | str) -> Op:
-        return cls(op=OpType.DELETE, target=target)
+    def delete(cls, target: uuid.UUID | str, **kw: Any) -> Op:
+        return cls(op=OpType.DELETE, target=target, **kw)
 
     @classmethod
     def noop(cls, target: uuid.UUID | str | None = None) -> Op:

@@ -57,6 +57,16 @@ def as_memory_id(value: uuid.UUID | str, field: str = "memory_id") -> uuid.UUID:
         raise InvalidInput(field, f"{value!r} is not a memory id (a UUID)") from None
 
 
+def _count(field: str, value: Any, *, low: int, high: int | None = None) -> int:
+    """An integer argument (limit, offset) in [low, high]; anything else is `InvalidInput`.
+    A negative offset or limit would slice from the end, silently returning the wrong records."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(field, f"must be an integer, got {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        raise InvalidInput(field, f"must be between {low} and {high}" if high is not None else f"must be at least {low}, got {value}")
+    return value
+
+
 def as_ops(ops: Iterable[Op | dict[str, Any]]) -> list[Op]:
     out = []
     for i, op in enumerate(ops):
@@ -187,6 +197,8 @@ class MemoryBank:
     def list(self, scope: ScopeLike, *, include_deleted: bool = False, limit: int | None = None, offset: int = 0) -> list[MemoryRecord]:
         """Records of a scope, oldest first."""
         scope = as_scope(scope)
+        offset = _count("offset", offset, low=0)
+        limit = None if limit is None else _count("limit", limit, low=0)
         where = codec.memories(scope, deleted=None if include_deleted else False)
         records = sorted((codec.decode_record(p) for p in self.transport.scroll(where)), key=lambda r: (r.created_at, str(r.id)))
         return records[offset : None if limit is None else offset + limit]
@@ -202,8 +214,7 @@ class MemoryBank:
 
     def search_vector(self, scope: ScopeLike, vector: np.ndarray, *, limit: int = 10) -> list[ScoredMemory]:
         scope = as_scope(scope)
-        if not 0 < limit <= self.limits.max_search_limit:
-            raise InvalidInput("limit", f"must be between 1 and {self.limits.max_search_limit}")
+        _count("limit", limit, low=1, high=self.limits.max_search_limit)
         hits = self.transport.search(vector, codec.memories(scope, deleted=False), limit)
         return [ScoredMemory(record=codec.decode_record(h.point), score=h.score) for h in hits]
 

@@ -27,11 +27,16 @@ VERSION = 1
 
 @contextmanager
 def _open(target: str | os.PathLike[str] | IO[str], mode: str) -> Iterator[IO[str]]:
+    """A path is opened as UTF-8 text; a file object must be a text stream (``io.StringIO``,
+    ``open(..., "w")``), since an export is JSON lines. Anything else is `InvalidInput`."""
+    field = "dest" if mode == "w" else "src"
     if isinstance(target, (str, os.PathLike)):
         with open(target, mode, encoding="utf-8", newline="\n") as f:
             yield f
-    else:
+    elif isinstance(target, io.TextIOBase) or (hasattr(target, "write" if mode == "w" else "read") and not isinstance(target, (io.RawIOBase, io.BufferedIOBase))):
         yield target
+    else:
+        raise InvalidInput(field, f"expected a path or a text file object, got {type(target).__name__}")
 
 
 def _line(obj: dict[str, Any]) -> str:
@@ -93,4 +98,10 @@ def _parse(src: IO[str]) -> tuple[Scope, list[MemoryRecord], list[HistoryEvent]]
 def read_export(src: str | os.PathLike[str] | IO[str]) -> tuple[Scope, list[MemoryRecord], list[HistoryEvent]]:
     """Parse and validate a whole export before anything is written; errors name the line."""
     with _open(src, "r") as f:
-        return _parse(io.StringIO(f.read()))
+        try:
+            text = f.read()
+        except UnicodeDecodeError as exc:
+            raise InvalidInput("src", f"is not UTF-8 text (byte {exc.start}): not a {FORMAT} file") from None
+    if not isinstance(text, str):
+        raise InvalidInput("src", f"read {type(text).__name__}, expected text: open the file in text mode")
+    return _parse(io.StringIO(text))

@@ -16,7 +16,9 @@ Semantics, per op, applied in order against the state left by the previous ops:
 - NOOP    nothing changes and nothing is recorded.
 
 A target that is not in the caller's scope is reported as not found; a target that is
-deleted cannot be updated or deleted again (restore it first).
+deleted cannot be updated or deleted again (restore it first); a target that is no longer
+at the op's ``expected_version`` is a `Conflict` (optimistic concurrency: the op was decided
+on a text that another writer has changed since).
 """
 
 from __future__ import annotations
@@ -126,6 +128,8 @@ class _Planner:
             raise MemoryNotFound(op.target, field=f"ops[{i}].target")
         if record.deleted:
             raise Conflict(f"ops[{i}].target", f"memory {op.target} is deleted; restore it before {op.op}")
+        if op.expected_version is not None and record.version != op.expected_version:
+            raise Conflict(f"ops[{i}].target", f"memory {op.target} is at version {record.version}, the op was decided on version {op.expected_version}")
         return record
 
     def add(self, i: int, op: Op) -> Change:

@@ -10,6 +10,7 @@ import os
 import threading
 import time
 import uuid
+import zlib
 from collections import deque
 from datetime import timedelta
 from collections.abc import Callable, Iterable, Sequence
@@ -30,7 +31,9 @@ from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import PolicyRegistry
 from memsdk.types import API_ACTOR, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Turn, utcnow
 
-__all__ = ["BaseClient", "TimedEmbedder", "Timings"]
+__all__ = ["BaseClient", "TimedEmbedder", "Timings", "SCOPE_LOCK_STRIPES"]
+
+SCOPE_LOCK_STRIPES = 64
 
 ScopeLike = Scope | dict[str, Any]
 TurnLike = Turn | dict[str, Any]
@@ -90,7 +93,7 @@ class BaseClient:
             raise InvalidInput.from_pydantic(exc, "config") from None
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self._closed = False
-        self._context: dict[str, deque[Turn]] = {}
+        self._context: dict[str, deque[tuple[Scope, Turn]]] = {}
         if bank is None:
             from memsdk.embedding.minilm import SentenceTransformerEmbedder
             from memsdk.store import open_transport
@@ -117,6 +120,8 @@ class BaseClient:
             raise ClientClosed("this client is closed; create a new one")
 
     def _as_turns(self, turns: TurnLike | Iterable[TurnLike]) -> list[Turn]:
+        if isinstance(turns, (str, bytes)) or not isinstance(turns, (Turn, dict, Iterable)):
+            raise InvalidInput("turns", f"expected a turn (a dict or Turn) or a list of turns, got {type(turns).__name__}")
         items = [turns] if isinstance(turns, (Turn, dict)) else list(turns)
         if not items:
             raise InvalidInput("turns", "no turns given")
@@ -140,11 +145,26 @@ class BaseClient:
             return [as_scope(s, f"scope[{i}]") for i, s in enumerate(scope)]
         return [as_scope(scope)]  # type: ignore[arg-type]
 
-    def _context_for(self, scope: Scope) -> deque[Turn]:
-        """Recent turns of the same conversation: scopes that share a ``run_id`` (one per
-        speaker, say) share the context the extractor sees."""
+    @staticmethod
+    def _stripe(scope: Scope) -> int:
+        """Which of the client's `SCOPE_LOCK_STRIPES` scope locks a scope's ingests take.
+
+        Ingests into one scope run one at a time (read memories -> decide -> apply would
+        otherwise race, and the loser's retries could run out under heavy contention);
+        different scopes run in parallel unless they share a stripe. A fixed number of
+        stripes keeps memory flat however many scopes a client sees."""
+        return zlib.crc32(scope.key.encode()) % SCOPE_LOCK_STRIPES
+
+    def _context_for(self, scope: Scope) -> deque[tuple[Scope, Turn]]:
+        """Recent turns of the same conversation, each with the scope it was ingested into:
+        scopes that share a ``run_id`` (one per speaker, say) share the context the extractor
+        sees, and the log records whose turns an ingest was shown (for `erase`)."""
         key = scope.run_id or scope.key
         return self._context.setdefault(key, deque(maxlen=max(1, self.config.context_turns)))
+
+    def _context_of(self, scope: Scope) -> tuple[list[Turn], list[Scope]]:
+        pairs = list(self._context_for(scope))
+        return [t for _, t in pairs], [s for s, _ in pairs]
 
     @staticmethod
     def _scope_resolver(scope: ScopeLike | Callable[[Turn], ScopeLike]) -> Callable[[Turn], Scope]:
@@ -184,12 +204,15 @@ class BaseClient:
         timings.add("log", time.perf_counter() - start)
         return stored
 
-    def _ingest_result(self, turn: Turn, context: Sequence[Turn], scope: Scope, active: ActivePolicies, outcome: IngestOutcome, started: float, timings: Timings) -> IngestResult:
+    def _ingest_result(
+        self, turn: Turn, context: Sequence[Turn], context_scopes: Sequence[Scope], scope: Scope, active: ActivePolicies, outcome: IngestOutcome, started: float, timings: Timings
+    ) -> IngestResult:
         latency = time.perf_counter() - started
         trajectory = self._record(
             Trajectory(
                 kind="ingest",
                 scope=scope,
+                involves=list(context_scopes),
                 input={"turn": turn.model_dump(mode="json"), "context": [t.model_dump(mode="json") for t in context]},
                 calls=[c.to_dict() for c in outcome.calls],
                 ops=outcome.ops,
@@ -219,6 +242,7 @@ class BaseClient:
             Trajectory(
                 kind="answer",
                 scope=scopes[0],
+                involves=scopes[1:],
                 input={"question": question, "scopes": [s.model_dump(mode="json") for s in scopes], "shown": [str(h.record.id) for h in outcome.shown]},
                 calls=[c.to_dict() for c in a.calls],
                 output={"answer": a.text, "evidence": [str(r.id) for r in a.evidence], "fallback": a.fallback},
@@ -256,7 +280,11 @@ class BaseClient:
 
     def _update(self, memory_id: uuid.UUID | str, text: str, scope: ScopeLike) -> MemoryRecord:
         op = self._op(lambda: Op.update(as_memory_id(memory_id), text))
-        return self.bank.apply(scope, [op], actor=API_ACTOR).records[0]
+        # an update to the text the memory already has changes nothing (a retried request):
+        # the record as it stands, not an error
+        (change,) = self.bank.apply(scope, [op], actor=API_ACTOR).changes
+        assert change.after is not None
+        return change.after
 
     def _delete(self, memory_id: uuid.UUID | str, scope: ScopeLike) -> MemoryRecord:
         return self.bank.apply(scope, [Op.delete(as_memory_id(memory_id))], actor=API_ACTOR).records[0]
@@ -273,7 +301,10 @@ class BaseClient:
         n = self.bank.delete_all(scope)
         if self.log is not None:
             self.log.erase(scope)
-        self._context.pop(scope.run_id or scope.key, None)
+        for recent in self._context.values():  # the scope's turns leave every conversation's context
+            kept = [(s, t) for s, t in recent if s.key != scope.key]
+            recent.clear()
+            recent.extend(kept)
         return n
 
     def _feedback(self, answer_id: uuid.UUID | str, correct: bool | None, gold: str | None) -> None:

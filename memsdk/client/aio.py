@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from memsdk.client._base import BaseClient, ScopeLike, Timings, TurnLike
+from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike
 from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, Extract, Search, answer_steps, ingest_steps, resume
 from memsdk.client.results import AnswerResult, IngestResult
 from memsdk.errors import Conflict, MemsdkError
@@ -36,6 +36,7 @@ class AsyncMemoryClient(BaseClient):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._scope_locks = [asyncio.Lock() for _ in range(SCOPE_LOCK_STRIPES)]
         self._watcher: asyncio.Task[None] | None = None
 
     def _default_backend(self) -> Any:
@@ -98,12 +99,12 @@ class AsyncMemoryClient(BaseClient):
 
     async def _ingest_one(self, turn: Any, scope: Any) -> IngestResult:
         started, timings = time.perf_counter(), Timings()
-        context = self._context_for(scope)
-        seen = list(context)
-        active = self._policies.active()
-        outcome = await self._run(ingest_steps(turn, seen, scope, active, self.config.related_k), timings)
-        context.append(turn)
-        return await asyncio.to_thread(self._ingest_result, turn, seen, scope, active, outcome, started, timings)
+        async with self._scope_locks[self._stripe(scope)]:
+            seen, whose = self._context_of(scope)
+            active = self._policies.active()
+            outcome = await self._run(ingest_steps(turn, seen, scope, active, self.config.related_k), timings)
+            self._context_for(scope).append((scope, turn))
+        return await asyncio.to_thread(self._ingest_result, turn, seen, whose, scope, active, outcome, started, timings)
 
     async def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:
         self._check_open()

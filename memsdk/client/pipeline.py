@@ -4,8 +4,13 @@ Each pipeline is a generator that *yields effects* (extract, search, decide, app
 answer) and receives their results; it does no I/O itself. `MemoryClient` runs the
 effects with blocking calls, `AsyncMemoryClient` awaits them, so the two clients cannot
 drift apart. An effect that fails is thrown back into the generator, which decides
-whether the failure costs the turn (a dead store does) or only that fact (an op that
-conflicts with a concurrent change does not).
+whether the failure costs the turn (a dead store does) or only that fact.
+
+Concurrent writers to one scope use optimistic concurrency: every UPDATE / DELETE carries
+the version of the memory it was decided on (`Op.expected_version`), and `MemoryBank.apply`
+refuses it with `Conflict` when another writer changed that memory in between. The
+pipeline then searches again and asks the manager again on the fresh memories, up to
+`APPLY_ATTEMPTS` times; only then does the fact end in ``failures`` (never silently).
 
 The policies are captured once per call (`ActivePolicies`): a policy swapped in while a
 request is in flight takes effect from the next request on.
@@ -20,9 +25,14 @@ from typing import Any
 from memsdk.errors import Conflict, MemoryNotFound
 from memsdk.interactions.types import AppliedOp
 from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall
+from memsdk.bank.transition import Transition
 from memsdk.types import Actor, Op, Scope, ScoredMemory, Turn
 
-__all__ = ["Done", "resume", "ActivePolicies", "Extract", "Search", "Decide", "Apply", "AnswerQuestion", "Effect", "IngestOutcome", "AnswerOutcome", "ingest_steps", "answer_steps"]
+__all__ = ["APPLY_ATTEMPTS", "Done", "resume", "ActivePolicies", "Extract", "Search", "Decide", "Apply", "AnswerQuestion", "Effect", "IngestOutcome", "AnswerOutcome", "ingest_steps", "answer_steps"]
+
+
+#: search -> decide -> apply rounds per fact before a fact that keeps conflicting is reported
+APPLY_ATTEMPTS = 4
 
 
 @dataclass(frozen=True)
@@ -112,17 +122,8 @@ def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: Ac
     turn_ids = [turn.turn_id] if turn.turn_id else []
     actor = Actor(role="manager", version=policies.versions["manager"])
     for fact in extraction.facts:
-        related: list[ScoredMemory] = yield Search([scope], fact, related_k)
-        decision: Decision = yield Decide(policies.manager, [fact], related, turn_ids)
-        out.calls += decision.calls
-        out.failures += decision.rejected
-        out.fallback |= decision.fallback
-        if not decision.ops:
-            continue
-        try:
-            transition = yield Apply(scope, decision.ops, actor)
-        except (MemoryNotFound, Conflict) as exc:  # the memory changed under us: skip this fact, keep the turn
-            out.failures.append(f"ops for fact {fact!r} not applied: {exc}")
+        transition = yield from _settle(fact, scope, policies.manager, related_k, turn_ids, actor, out)
+        if transition is None:
             continue
         out.ops += [
             AppliedOp(
@@ -133,6 +134,30 @@ def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: Ac
             for c in transition.changes
         ]
     return out
+
+
+def _settle(fact: str, scope: Scope, manager: Manager, related_k: int, turn_ids: Sequence[str], actor: Actor, out: IngestOutcome) -> Generator[Effect, Any, Transition | None]:
+    """One fact: related memories -> manager -> apply; from the search again when another
+    writer changed a memory the decision read. The applied transition, or None."""
+    for attempt in range(1, APPLY_ATTEMPTS + 1):
+        related: list[ScoredMemory] = yield Search([scope], fact, related_k)
+        decision: Decision = yield Decide(manager, [fact], related, turn_ids)
+        out.calls += decision.calls
+        out.fallback |= decision.fallback
+        if not decision.ops:
+            out.failures += decision.rejected
+            return None
+        try:
+            transition: Transition = yield Apply(scope, decision.ops, actor)
+        except (MemoryNotFound, Conflict) as exc:
+            if attempt < APPLY_ATTEMPTS:
+                continue  # the abandoned decision's rejections are not this fact's outcome
+            out.failures += decision.rejected
+            out.failures.append(f"ops for fact {fact!r} not applied after {attempt} attempts: {exc}")
+            return None
+        out.failures += decision.rejected
+        return transition
+    return None  # pragma: no cover - the loop always returns
 
 
 def answer_steps(question: str, scopes: Sequence[Scope], policies: ActivePolicies, answer_k: int) -> Generator[Effect, Any, AnswerOutcome]:

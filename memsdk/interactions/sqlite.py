@@ -44,7 +44,16 @@ CREATE TABLE IF NOT EXISTS feedback (
     body          TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS feedback_trajectory ON feedback (trajectory_id);
+-- every scope whose data a trajectory holds besides its own (Trajectory.involves)
+CREATE TABLE IF NOT EXISTS trajectory_scopes (
+    trajectory_id TEXT NOT NULL REFERENCES trajectories (id),
+    scope_key     TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS trajectory_scopes_scope ON trajectory_scopes (scope_key);
 """
+
+# the trajectories an erase of one scope removes: its own, and every other that holds its data
+_ERASED = "SELECT id FROM trajectories WHERE scope_key = ?1 UNION SELECT trajectory_id FROM trajectory_scopes WHERE scope_key = ?1"
 
 
 class InteractionLog:
@@ -73,11 +82,15 @@ class InteractionLog:
         if self._redact is not None:
             body = self._redact(body)
             trajectory = Trajectory.model_validate(body)
+        others = sorted({s.key for s in trajectory.involves} - {trajectory.scope.key})
         with self._lock:
+            self._db.execute("BEGIN")
             self._db.execute(
                 "INSERT INTO trajectories (id, kind, scope_key, created_at, body) VALUES (?, ?, ?, ?, ?)",
                 (str(trajectory.id), trajectory.kind, trajectory.scope.key, trajectory.created_at.isoformat(), json.dumps(body, ensure_ascii=False)),
             )
+            self._db.executemany("INSERT INTO trajectory_scopes (trajectory_id, scope_key) VALUES (?, ?)", [(str(trajectory.id), k) for k in others])
+            self._db.execute("COMMIT")
         return trajectory
 
     def add_feedback(self, trajectory_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> Feedback:
@@ -122,11 +135,16 @@ class InteractionLog:
             return self._db.execute("SELECT COUNT(*) FROM trajectories").fetchone()[0]
 
     def erase(self, scope: Scope) -> int:
-        """Remove a scope's trajectories and their feedback (part of a GDPR erase)."""
+        """Remove every trajectory that holds the scope's data, with its feedback (part of a
+        GDPR erase): the scope's own, and other scopes' trajectories that involve it (another
+        speaker's ingest that showed its turn as context, an answer over several scopes).
+        Those are removed whole rather than redacted: a half-scrubbed trajectory would be
+        training data that no longer matches what the policy saw."""
         with self._lock:
             self._db.execute("BEGIN")
-            self._db.execute("DELETE FROM feedback WHERE trajectory_id IN (SELECT id FROM trajectories WHERE scope_key = ?)", (scope.key,))
-            n = self._db.execute("DELETE FROM trajectories WHERE scope_key = ?", (scope.key,)).rowcount
+            self._db.execute(f"DELETE FROM feedback WHERE trajectory_id IN ({_ERASED})", (scope.key,))
+            n = self._db.execute(f"DELETE FROM trajectories WHERE id IN ({_ERASED})", (scope.key,)).rowcount
+            self._db.execute("DELETE FROM trajectory_scopes WHERE trajectory_id NOT IN (SELECT id FROM trajectories)")
             self._db.execute("COMMIT")
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.execute("VACUUM")  # rewrite the file so erased text leaves the disk

@@ -50,6 +50,11 @@ class Trajectory(BaseModel):
     id: uuid.UUID = Field(default_factory=uuid.uuid4)
     kind: Literal["ingest", "answer"]
     scope: Scope
+    involves: list[Scope] = Field(
+        default_factory=list,
+        description="Other scopes whose data it holds (an answer over two speakers, another speaker's "
+        "turn shown as context): erasing any of them removes the whole trajectory.",
+    )
     input: dict[str, Any]
     calls: list[dict[str, Any]] = Field(default_factory=list)
     ops: list[AppliedOp] = Field(default_factory=list)

@@ -77,7 +77,7 @@ class HeuristicManager:
                 continue
             text = None if top is None else f"{top.record.text}; {fact}"
             if top is not None and best not in merged and top.score >= self.merge_at and len(text) <= self.max_text_chars:
-                ops.append(Op.update(top.record.id, text, source_turn_ids=turns))
+                ops.append(Op.update(top.record.id, text, source_turn_ids=turns, expected_version=top.record.version))
                 merged.add(best)
             else:
                 ops.append(Op.add(fact, source_turn_ids=turns))

@@ -122,9 +122,9 @@ def to_ops(
         if out.id in touched:
             rejected.append(f"ops[{i}]: second op on memory [{out.id}]")
             continue
-        target = related[out.id].record.id
+        target, seen = related[out.id].record.id, related[out.id].record.version
         if kind is OpType.DELETE:
-            ops.append(Op.delete(target))
+            ops.append(Op.delete(target, expected_version=seen))
         else:
             text = _valid_text(out.text, guard)
             if text is None:
@@ -138,7 +138,7 @@ def to_ops(
                 rejected.append(f"ops[{i}]: UPDATE of [{out.id}] would drop the old memory; stored as ADD")
                 ops.append(Op.add(text, source_turn_ids=turns))
                 continue
-            ops.append(Op.update(target, text, source_turn_ids=turns))
+            ops.append(Op.update(target, text, source_turn_ids=turns, expected_version=seen))
         touched.add(out.id)
     return ops, rejected
 

@@ -73,6 +73,19 @@ def test_ops_in_a_batch_see_earlier_ops(bank: MemoryBank, alice: Scope) -> None:
     assert bank.get(alice, mid).text == "Plays chess daily"
 
 
+def test_an_op_decided_on_a_stale_version_is_a_conflict_and_writes_nothing(bank: MemoryBank, alice: Scope) -> None:
+    (mid,) = add(bank, alice, "Has a dog named Buddy")
+    bank.apply(alice, [Op.update(mid, "Has a dog named Buddy; likes tea", expected_version=1)])  # writer A read v1
+    before = bank.history(alice)
+    for stale in (Op.update(mid, "Has a dog named Buddy; owns a car", expected_version=1), Op.delete(mid, expected_version=1)):
+        with pytest.raises(Conflict) as err:  # writer B also read v1: its op would drop "likes tea"
+            bank.apply(alice, [Op.add("Lives in Oslo"), stale])
+        assert err.value.field == "ops[1].target" and "version 2" in str(err.value)
+    assert bank.history(alice) == before and [r.text for r in bank.list(alice)] == ["Has a dog named Buddy; likes tea"]
+    bank.apply(alice, [Op.update(mid, "Has a dog named Buddy; likes tea; owns a car", expected_version=2)])
+    assert bank.get(alice, mid).version == 3
+
+
 def test_update_with_identical_text_and_noop_record_nothing(bank: MemoryBank, alice: Scope) -> None:
     (mid,) = add(bank, alice, "Is vegetarian")
     t = bank.apply(alice, [Op.update(mid, "Is vegetarian"), Op.noop(mid), Op.noop()])
@@ -280,6 +293,10 @@ def test_unknown_ids_are_typed_errors(bank: MemoryBank, alice: Scope) -> None:
 
 
 def test_op_shapes_are_validated() -> None:
+    with pytest.raises(ValueError):
+        Op.add("x", expected_version=1)  # an ADD has no target whose version it could expect
+    with pytest.raises(ValueError):
+        Op.update(uuid.uuid4(), "x", expected_version=0)
     with pytest.raises(ValueError):
         Op(op=OpType.ADD, target=uuid.uuid4(), text="x")
     with pytest.raises(ValueError):

@@ -57,6 +57,9 @@ def test_direct_memory_calls(make_client) -> None:
     client = make_client()
     rec = client.add("Likes tea", scope=CAROLINE, metadata={"source": "settings page"})
     rec = client.update(rec.id, "Likes green tea", scope=CAROLINE)
+    # a retried update (the text it already has) changes nothing and returns the record as it is
+    again = client.update(rec.id, "Likes green tea", scope=CAROLINE)
+    assert again == rec and again.version == 2
     assert client.get(rec.id, scope=CAROLINE).text == "Likes green tea"
     assert client.search("green tea", scope=CAROLINE)[0].record.id == rec.id
     client.delete(rec.id, scope=CAROLINE)
