@@ -25,6 +25,8 @@ Columns:
     prompt tok  prompt tokens per policy call (re-ask included)
     truncated   replies cut by max_tokens (finish_reason "length"), the first reply or the re-ask
     runaway     replies that repeat a 4-word phrase 3 or more times (a looping small model)
+    unparsed    decisions lost to parsing (no usable reply after repair, salvage and re-ask)
+    salvaged    decisions the field-by-field reader kept by dropping or mending a field
 
     .venv/bin/python benchmarks/policies.py --out build/bench-policies.json
         [--configs heuristic in-process vllm-free vllm-json_schema] [--prompt-versions v1 v2]
@@ -95,6 +97,7 @@ class Result:
     completion_tokens: int
     truncated: bool = False
     runaway: bool = False
+    salvaged: list[str] = field(default_factory=list)
     ops: list[dict[str, Any]] = field(default_factory=list)
     raw_output: str = ""
     failure: str | None = None
@@ -117,6 +120,7 @@ class Row:
     reasks: int
     truncated: int
     runaway: int
+    salvaged: int
     predicted: dict[str, int]
 
 
@@ -183,6 +187,7 @@ def judge(config: str, version: str | None, case: Case, related: Sequence[Scored
         completion_tokens=call.completion_tokens if call else 0,
         truncated=bool(call and getattr(call, "finish_reason", None) == "length"),
         runaway=bool(call and is_runaway(call.raw_output)),
+        salvaged=list(getattr(call, "salvaged", None) or []),
         ops=[{"op": op.op.value, "target": index.get(op.target) if op.target else None, "text": op.text} for op in decision.ops],
         raw_output=call.raw_output if call else "",
         failure=call.failure if call else None,
@@ -236,6 +241,7 @@ def summarize(results: Sequence[Result], llm: bool) -> Row:
         reasks=sum(r.reasked for r in results),
         truncated=sum(r.truncated for r in results),
         runaway=sum(r.runaway for r in results),
+        salvaged=sum(bool(r.salvaged) for r in results),
         predicted=dict(Counter("+".join(r.predicted) for r in results)),
     )
 
@@ -245,12 +251,12 @@ def table(rows: Sequence[Row]) -> str:
         return "n/a" if x is None else format(x, fmt)
 
     lines = [
-        "| config | prompt | valid 1st | valid (repair/re-ask) | re-asks | truncated | runaway | op acc | target acc | p50 ms | p95 ms | prompt tok/call | completion tok/call |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| config | prompt | valid 1st | valid (repair/re-ask) | re-asks | truncated | runaway | unparsed | salvaged | op acc | target acc | p50 ms | p95 ms | prompt tok/call | completion tok/call |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r.config} | {r.prompt_version or '-'} | {r.valid_first}/{r.n} | {r.valid}/{r.n} | {r.reasks} | {r.truncated} | {r.runaway} | {r.op_acc:.2f} | "
+            f"| {r.config} | {r.prompt_version or '-'} | {r.valid_first}/{r.n} | {r.valid}/{r.n} | {r.reasks} | {r.truncated} | {r.runaway} | {r.n - r.parsed} | {r.salvaged} | {r.op_acc:.2f} | "
             f"{f(r.target_acc, '.2f')} | {f(r.p50_s * 1000, '.1f' if r.p50_s < 0.01 else '.0f')} | {f(r.p95_s * 1000, '.1f' if r.p95_s < 0.01 else '.0f')} | "
             f"{f(r.prompt_tokens, '.0f')} | {f(r.completion_tokens, '.0f')} |"
         )

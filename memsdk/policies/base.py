@@ -84,6 +84,7 @@ class PolicyCall:
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     finish_reason: str | None = None  # of the last reply: "length" means it was cut by max_tokens
+    salvaged: list[str] = field(default_factory=list)  # fields the reader dropped or mended (parsing.Parsed.notes)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -136,10 +137,14 @@ class LLMCaller(Generic[T]):
             token_ids=last.token_ids,
             logprobs=None if last.logprobs is None else [t.logprob for t in last.logprobs],
             finish_reason=last.finish_reason,
+            salvaged=list(parsed.notes),
         )
         self.stats.add("calls")
         if call.finish_reason == "length":
             self.stats.add("truncated")  # a runaway reply: the schema bounds or the budget are too loose
+        if call.salvaged:
+            self.stats.add("salvaged_fields", len(call.salvaged))
+            log.info("%s: kept a reply field by field: %s", call.policy_version, "; ".join(call.salvaged))
         if call.repaired:
             self.stats.add("repaired")
         if call.reasked:

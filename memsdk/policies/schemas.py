@@ -8,15 +8,35 @@ a striped collar, and ...") is made to close it, so the reply still ends as vali
 within the role's token budget instead of being cut inside the string and lost. The bounds
 are sized so that one complete item fits each role's default ``max_tokens`` (about 4 chars
 per token); unconstrained replies are held to the same bounds by the parser.
+
+Each schema also has a ``salvage`` classmethod, the field-by-field half of the one reader
+(`parsing.parse`): it keeps what a reply got right and drops or mends only what is broken,
+returning a note per change. The rules, each tested on a real SmolLM2 reply
+(tests/policies/test_parsing.py) and each refusing to guess beyond what it says:
+
+- a string where a list is expected is a list of that one string (facts; a bare op or a
+  bare list of ops is a decision);
+- evidence that is not memory numbers is dropped, and the answer kept ("evidence": "The
+  transgender stories" would otherwise cost the answer); digit strings are numbers;
+- an answer under a documented alias key (`ANSWER_ALIASES`: name, response, final_answer)
+  is the answer; no other key is guessed at;
+- a text that loops (a 4-word phrase three times) is cut where it starts over; a text
+  over its bound after that is dropped, never cut (a half memory would be stored);
+- an item that does not validate (a fact that is not text, an op with an unknown kind)
+  is dropped and the others kept;
+- when every item of a reply is dropped, or a required field is missing, nothing is kept:
+  the reply is a failure and the policy's safe default applies.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
-__all__ = ["ExtractedFacts", "ManagerOpOut", "ManagerDecision", "AnswerOut", "json_schema"]
+from memsdk.policies.parsing import trim_loop
+
+__all__ = ["ExtractedFacts", "ManagerOpOut", "ManagerDecision", "AnswerOut", "json_schema", "ANSWER_ALIASES"]
 
 #: an atomic fact is a sentence ("Caroline adopted a dog named Buddy in May 2023"), not a paragraph
 MAX_FACT_CHARS = 200
@@ -29,8 +49,27 @@ MAX_OPS = 6
 #: the answer is at most ~6 words; the answerer keeps max_answer_words of it
 MAX_ANSWER_CHARS = 100
 MAX_EVIDENCE = 6
+#: keys SmolLM2 was seen writing instead of "answer"; read as the answer only when "answer" is absent
+ANSWER_ALIASES = ("name", "response", "final_answer")
+
+Notes = list[str]
 
 Fact = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FACT_CHARS)]
+
+
+def _unloop(text: str, where: str, notes: Notes) -> str:
+    cut = trim_loop(text)
+    if cut is None:
+        return text
+    notes.append(f"{where}: repeats itself, cut where it starts over")
+    return cut
+
+
+def _as_list(value: Any, where: str, notes: Notes) -> Any:
+    if isinstance(value, (str, dict)):
+        notes.append(f"{where}: one item where a list is expected, read as a list of one")
+        return [value]
+    return value
 
 
 class ExtractedFacts(BaseModel):
@@ -38,18 +77,32 @@ class ExtractedFacts(BaseModel):
 
     facts: list[Fact] = Field(default_factory=list, max_length=MAX_FACTS)
 
-    @model_validator(mode="before")
     @classmethod
-    def _drop_repeats(cls, data: Any) -> Any:
-        # A small model that loops repeats one item until the token limit; the distinct items
-        # before the loop are still good facts, so keep those instead of failing the reply.
-        if isinstance(data, dict) and isinstance(data.get("facts"), list):
-            seen: dict[str, Any] = {}
-            for item in data["facts"]:
-                key = item.strip().casefold() if isinstance(item, str) else repr(item)
-                seen.setdefault(key, item)
-            return {**data, "facts": list(seen.values())[:MAX_FACTS]}
-        return data
+    def salvage(cls, data: Any) -> tuple[Any, Notes]:
+        notes: Notes = []
+        if not isinstance(data, dict) or "facts" not in data:
+            return data, notes
+        facts = _as_list(data["facts"], "facts", notes)
+        if not isinstance(facts, list):
+            return data, notes
+        kept: dict[str, str] = {}
+        for i, fact in enumerate(facts):
+            where = f"facts[{i}]"
+            if not isinstance(fact, str) or not fact.strip():
+                notes.append(f"{where}: not a text, dropped")
+                continue
+            fact = _unloop(fact.strip(), where, notes)
+            if len(fact) > MAX_FACT_CHARS:
+                notes.append(f"{where}: {len(fact)} characters, over {MAX_FACT_CHARS}: dropped")
+            elif fact.casefold() in kept:  # a looping model repeats one item until the token limit
+                notes.append(f"{where}: repeats an earlier fact, dropped")
+            else:
+                kept[fact.casefold()] = fact
+        if facts and not kept:
+            return data, notes  # nothing usable: a failure, not an empty extraction
+        if len(kept) > MAX_FACTS:
+            notes.append(f"facts: {len(kept)} facts, the first {MAX_FACTS} kept")
+        return {**data, "facts": list(kept.values())[:MAX_FACTS]}, notes
 
 
 class ManagerOpOut(BaseModel):
@@ -69,15 +122,31 @@ class ManagerDecision(BaseModel):
 
     ops: list[ManagerOpOut] = Field(max_length=MAX_OPS)
 
-    @model_validator(mode="before")
     @classmethod
-    def _bare_ops(cls, data: Any) -> Any:
-        # Small models often drop the wrapper: a bare op, or a bare list of ops.
-        if isinstance(data, list):
-            return {"ops": data}
-        if isinstance(data, dict) and "op" in data and "ops" not in data:
-            return {"ops": [data]}
-        return data
+    def salvage(cls, data: Any) -> tuple[Any, Notes]:
+        notes: Notes = []
+        if isinstance(data, list) or (isinstance(data, dict) and "op" in data and "ops" not in data):
+            data = {"ops": data}  # small models often drop the wrapper: a bare op or a bare list
+        if not isinstance(data, dict) or "ops" not in data:
+            return data, notes
+        ops = _as_list(data["ops"], "ops", notes)
+        if not isinstance(ops, list):
+            return data, notes
+        kept = []
+        for i, op in enumerate(ops):
+            where = f"ops[{i}]"
+            if isinstance(op, dict) and isinstance(op.get("text"), str):
+                op = {**op, "text": _unloop(op["text"], f"{where}.text", notes)}
+            try:
+                kept.append(ManagerOpOut.model_validate(op).model_dump())
+            except ValidationError as exc:
+                e = exc.errors()[0]
+                notes.append(f"{where}: dropped ({'.'.join(map(str, e['loc'])) or 'op'}: {e['msg']})")
+        if ops and not kept:
+            return data, notes
+        if len(kept) > MAX_OPS:
+            notes.append(f"ops: {len(kept)} ops, the first {MAX_OPS} kept")
+        return {**data, "ops": kept[:MAX_OPS]}, notes
 
 
 class AnswerOut(BaseModel):
@@ -90,11 +159,7 @@ class AnswerOut(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _numbers_only(cls, data: Any) -> Any:
-        # Small models mix memory texts into the evidence list; the answer is still usable,
-        # and the evidence that is a number still points at a shown memory.
-        if isinstance(data, dict) and isinstance(data.get("evidence"), list):
-            data = {**data, "evidence": [e for e in data["evidence"] if isinstance(e, int) and not isinstance(e, bool)][:MAX_EVIDENCE]}
+    def _cut_rambling(cls, data: Any) -> Any:
         # An unconstrained answer that rambles past the bound is cut at a word, not rejected:
         # the answerer keeps only its first max_answer_words anyway. (Memory texts are never
         # cut: a half-written memory would be stored.)
@@ -102,6 +167,40 @@ class AnswerOut(BaseModel):
             cut = answer.rfind(" ", 0, MAX_ANSWER_CHARS + 1)
             data = {**data, "answer": answer[: cut if cut > 0 else MAX_ANSWER_CHARS].rstrip()}
         return data
+
+    @classmethod
+    def salvage(cls, data: Any) -> tuple[Any, Notes]:
+        notes: Notes = []
+        if not isinstance(data, dict):
+            return data, notes
+        if "answer" not in data:
+            alias = next((k for k in ANSWER_ALIASES if isinstance(data.get(k), str)), None)
+            if alias is not None:
+                notes.append(f"answer: read from {alias!r}, a documented alias")
+                data = {**data, "answer": data[alias]}
+        if isinstance(data.get("answer"), str):
+            data = {**data, "answer": _unloop(data["answer"], "answer", notes)}
+        if "evidence" in data:
+            data = {**data, "evidence": _memory_numbers(data["evidence"], notes)}
+        return data, notes
+
+
+def _memory_numbers(value: Any, notes: Notes) -> list[int]:
+    """Evidence as the memory numbers shown: ints and digit strings are kept, anything else dropped."""
+    items = value if isinstance(value, list) else [value]
+    kept = []
+    for item in items:
+        if isinstance(item, str) and item.strip().isdigit():
+            item = int(item)
+        if isinstance(item, int) and not isinstance(item, bool) and 0 <= item <= 999:
+            kept.append(item)
+    if len(kept) < len(items):
+        notes.append(f"evidence: {len(items) - len(kept)} of {len(items)} items are not memory numbers, dropped")
+    if not isinstance(value, list) and kept:
+        notes.append("evidence: one number where a list is expected, read as a list of one")
+    if len(kept) > MAX_EVIDENCE:
+        notes.append(f"evidence: {len(kept)} numbers, the first {MAX_EVIDENCE} kept")
+    return kept[:MAX_EVIDENCE]
 
 
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:

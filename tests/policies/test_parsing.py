@@ -86,3 +86,73 @@ def test_a_rambling_answer_is_cut_at_a_word_not_rejected() -> None:
 def test_bare_ops_are_accepted_as_a_decision() -> None:
     assert parse('{"op": "NOOP"}', ManagerDecision).value.ops[0].op == "NOOP"
     assert len(parse('[{"op": "ADD", "text": "x"}, {"op": "NOOP"}]', ManagerDecision).value.ops) == 2
+
+
+# -- field by field: each salvage rule on a real SmolLM2 reply (the reliability and parsing issues) --
+def test_an_answer_with_malformed_evidence_is_an_answer_without_evidence() -> None:
+    for raw, answer in [
+        ('{"answer": "The transgender stories", "evidence": "The transgender stories"}', "The transgender stories"),
+        ('{"answer": "Melanie paints a picture of a dog.", "evidence": "Adopted another dog, Buddy"}', "Melanie paints a picture of a dog."),
+    ]:
+        p = parse(raw, AnswerOut)
+        assert p.ok and p.value.answer == answer and p.value.evidence == []
+        assert p.notes == ("evidence: 1 of 1 items are not memory numbers, dropped",)
+    p = parse('{"answer": "Buddy", "evidence": [2, "3", "Buddy", true]}', AnswerOut)
+    assert p.value.evidence == [2, 3] and len(p.notes) == 1  # digit strings are numbers; text and bools are not
+
+
+def test_an_answer_under_a_documented_alias_is_read_and_no_other_key_is_guessed() -> None:
+    p = parse('{"name": "Caroline\'s dog", "evidence": [1]}', AnswerOut)
+    assert p.ok and p.value.answer == "Caroline's dog" and p.notes == ("answer: read from 'name', a documented alias",)
+    assert parse('{"final_answer": "Buddy"}', AnswerOut).value.answer == "Buddy"
+    assert not parse('{"dog_name": "Buddy", "evidence": [1]}', AnswerOut).ok  # not on the list: a failure, not a guess
+    assert parse('{"answer": "Buddy", "name": "Scout"}', AnswerOut).value.answer == "Buddy"  # the real key wins
+
+
+def test_an_answer_cut_inside_its_own_loop_keeps_what_came_before_the_repeat() -> None:
+    p = parse('{"answer": "2022-01-01 12:32:53.188.12.188.12.188.12.188.12.188.12.1', AnswerOut)
+    assert p.ok and p.repaired and p.value.answer == "2022-01-01 12:32:53.188.12."
+    assert p.notes[0].startswith("cut by the token limit inside a string that repeats itself")
+
+
+def test_an_extractor_reply_keeps_every_complete_fact_and_cuts_a_looping_one() -> None:
+    cut = parse('{"facts": ["I\'m a mom to a baby girl. I\'m a mom to a baby girl. I\'m a mom to a baby girl. I\'m a mo', ExtractedFacts)
+    assert cut.ok and cut.value.facts == ["I'm a mom to a baby girl."]
+    both = parse('{"facts": ["Caroline went hiking", "Melanie paints. Melanie paints. Melanie paints. Melanie paints. Mel', ExtractedFacts)
+    assert both.value.facts == ["Caroline went hiking", "Melanie paints."]
+    # closed by a schema bound while looping (constrained decoding): the same cut, with a note
+    closed = parse('{"facts": ["has a striped collar, and a striped collar, and a striped collar, and a striped collar"]}', ExtractedFacts)
+    assert closed.value.facts == ["has a striped collar"] and closed.notes == ("facts[0]: repeats itself, cut where it starts over",)
+    assert parse('{"facts": "Caroline adopted a dog named Buddy"}', ExtractedFacts).value.facts == ["Caroline adopted a dog named Buddy"]
+
+
+def test_a_manager_reply_keeps_the_ops_that_validate_and_cuts_a_looping_text() -> None:
+    looping = (
+        '{"ops": [{"op": "UPDATE", "id": 1, "text": "Nate has a turtle, Lucy has a dog, and Nate has a turtle, Lucy has a dog, '
+        'and Nate has a turtle, Lucy has a dog, and Nate has a turtle, Lucy has"}, {"op": "DELETE", "id": 2, "text": "Nate has a turtle'
+    )
+    p = parse(looping, ManagerDecision)
+    assert p.ok and [(o.op, o.id, o.text) for o in p.value.ops] == [("UPDATE", 1, "Nate has a turtle, Lucy has a dog")]
+    mixed = parse('{"ops": [{"op": "MATHEMATICALS", "type": "MathProblem"}, {"op": "ADD", "text": "Likes maths"}]}', ManagerDecision)
+    assert [(o.op, o.text) for o in mixed.value.ops] == [("ADD", "Likes maths")] and mixed.notes[0].startswith("ops[0]: dropped (op:")
+
+
+@pytest.mark.parametrize(
+    "raw,schema",
+    [
+        ('{"facts": [1, 2, null]}', ExtractedFacts),
+        ('{"facts": ["' + "x" * 500 + '"]}', ExtractedFacts),
+        ('{"ops": [{"op": "MATHEMATICALS"}]}', ManagerDecision),
+        ('{"evidence": [1, 2]}', AnswerOut),
+        ('{"answer": ["Buddy"]}', AnswerOut),
+    ],
+)
+def test_a_reply_with_no_usable_field_is_still_a_failure(raw: str, schema) -> None:
+    p = parse(raw, schema)
+    assert not p.ok and p.error and p.notes == ()
+
+
+def test_a_clean_reply_is_read_without_notes() -> None:
+    for raw, schema in [('{"facts": ["Caroline went hiking"]}', ExtractedFacts), ('{"ops": [{"op": "NOOP"}]}', ManagerDecision), ('{"answer": "Buddy", "evidence": [0]}', AnswerOut)]:
+        p = parse(raw, schema)
+        assert p.ok and p.notes == () and not p.repaired

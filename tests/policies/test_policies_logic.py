@@ -117,6 +117,16 @@ def test_a_50kb_answer_becomes_unknown_and_is_counted(memories) -> None:
     assert answerer.stats["parse_failures"] == 1
 
 
+def test_a_salvaged_field_keeps_the_answer_and_is_counted_and_recorded(memories) -> None:
+    # a real SmolLM2 reply: before field-by-field reading the user got "unknown"
+    answerer = LLMAnswerer(ScriptedBackend('{"answer": "Buddy", "evidence": "Has a dog named Buddy"}'))
+    a = answerer.answer("What is the dog's name?", memories)
+    assert a.text == "Buddy" and a.evidence == []
+    (call,) = a.calls
+    assert call.failure is None and call.salvaged == ["evidence: 1 of 1 items are not memory numbers, dropped"]
+    assert answerer.stats["salvaged_fields"] == 1 and answerer.stats["parse_failures"] == 0 and answerer.stats["reasked"] == 0
+
+
 def test_answer_is_cut_to_the_word_limit_and_evidence_mapped(memories) -> None:
     answerer = LLMAnswerer(ScriptedBackend('{"evidence": [0, 0, 9], "answer": "Buddy the dog who lives with her in a small flat"}'), max_answer_words=6)
     a = answerer.answer("What is the dog's name?", memories)
