@@ -249,8 +249,11 @@ class MemoryBank:
     def import_(self, src: str | os.PathLike[str] | IO[str], *, scope: ScopeLike | None = None) -> int:
         """Load an export into ``scope`` (default: the scope it came from); returns the record count.
 
-        Nothing is written unless the whole file parses and none of its ids exists yet. Ids
-        are kept, so an id that lives in another scope is a conflict, never an overwrite.
+        Nothing is written unless the whole file parses and its history explains its records
+        (`export.check_consistent`). Into the scope it came from, ids are kept (an exact round
+        trip), so a file whose ids exist already is an `ImportConflict` (which names no id:
+        it must not confirm that an id lives in another scope). Into another scope, every
+        record and event gets a fresh id, so a scope can be copied within one store.
         """
         from memsdk.bank.export import read_export
 
@@ -261,15 +264,22 @@ class MemoryBank:
                 raise InvalidInput(f"records[{i}].scope", "differs from the header's scope")
             if len(r.text) > self.limits.max_text_chars:
                 raise InvalidInput(f"records[{i}].text", f"is {len(r.text)} characters, the limit is {self.limits.max_text_chars}")
-        records = [r.model_copy(update={"scope": target}) for r in records]
-        events = [e.model_copy(update={"scope": target}) for e in events]
         ids = [str(r.id) for r in records] + [str(e.id) for e in events]
         if len(set(ids)) != len(ids):
             raise InvalidInput("file", "contains duplicate ids")
+        if target == source:
+            records = [r.model_copy(update={"scope": target}) for r in records]
+            events = [e.model_copy(update={"scope": target}) for e in events]
+        else:
+            fresh: dict[uuid.UUID, uuid.UUID] = {}
+            renew = lambda old: fresh.setdefault(old, uuid.uuid4())  # noqa: E731
+            records = [r.model_copy(update={"scope": target, "id": renew(r.id)}) for r in records]
+            events = [e.model_copy(update={"scope": target, "id": renew(e.id), "memory_id": renew(e.memory_id), "batch_id": renew(e.batch_id)}) for e in events]
+            ids = [str(r.id) for r in records] + [str(e.id) for e in events]
         with self._write_lock:
             taken = self.transport.existing_ids(ids)
             if taken:
-                raise ImportConflict("ids", f"{len(taken)} ids already exist in the store (e.g. {min(taken)}); nothing was imported")
+                raise ImportConflict("ids", f"{len(taken)} of this file's ids already exist in the store (import it into another scope for fresh ids); nothing was imported")
             points = [codec.record_point(r, v) for r, v in zip(records, self._embed([r.text for r in records]))]
             self.transport.upsert(points + [codec.event_point(e) for e in events])
             self._seq = max([self._seq, *(e.seq for e in events)])

@@ -17,7 +17,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from memsdk.errors import InvalidInput
-from memsdk.types import HistoryEvent, MemoryRecord, Scope
+from memsdk.types import EventType, HistoryEvent, MemoryRecord, Scope, content_hash
 
 __all__ = ["export_scope", "read_export", "FORMAT"]
 
@@ -95,6 +95,37 @@ def _parse(src: IO[str]) -> tuple[Scope, list[MemoryRecord], list[HistoryEvent]]
     return scope, records, events
 
 
+def check_consistent(records: list[MemoryRecord], events: list[HistoryEvent]) -> None:
+    """A file whose history does not explain its records is refused (`InvalidInput`), so an
+    import can never create a memory that restore, history or training would misread.
+
+    Per record: its events are versions 1..version, the first an ADD; its text is what the
+    last ADD/UPDATE wrote and its content hash that text's; it is deleted exactly when its
+    last event is a DELETE. Every event belongs to a record of the file.
+    """
+    ids = {r.id for r in records}
+    for j, e in enumerate(events):
+        if e.memory_id not in ids:
+            raise InvalidInput(f"events[{j}].memory_id", f"names {e.memory_id}, which is no record of this file")
+    by_memory: dict[Any, list[HistoryEvent]] = {}
+    for e in events:
+        by_memory.setdefault(e.memory_id, []).append(e)
+    for i, r in enumerate(records):
+        where = f"records[{i}]"
+        history = sorted(by_memory.get(r.id, []), key=lambda e: e.version)
+        if [e.version for e in history] != list(range(1, r.version + 1)):
+            raise InvalidInput(f"{where}.version", f"is {r.version}, but its history has versions {[e.version for e in history]}")
+        if history[0].event is not EventType.ADD:
+            raise InvalidInput(f"{where}.history", f"starts with {history[0].event}, not ADD")
+        written = [e.after for e in history if e.event in (EventType.ADD, EventType.UPDATE)][-1]
+        if r.text != written:
+            raise InvalidInput(f"{where}.text", "is not the text its last ADD/UPDATE event wrote")
+        if r.content_hash != content_hash(r.text):
+            raise InvalidInput(f"{where}.content_hash", "does not match its text")
+        if r.deleted != (history[-1].event is EventType.DELETE):
+            raise InvalidInput(f"{where}.deleted", f"is {r.deleted}, but its last event is {history[-1].event}")
+
+
 def read_export(src: str | os.PathLike[str] | IO[str]) -> tuple[Scope, list[MemoryRecord], list[HistoryEvent]]:
     """Parse and validate a whole export before anything is written; errors name the line."""
     with _open(src, "r") as f:
@@ -104,4 +135,6 @@ def read_export(src: str | os.PathLike[str] | IO[str]) -> tuple[Scope, list[Memo
             raise InvalidInput("src", f"is not UTF-8 text (byte {exc.start}): not a {FORMAT} file") from None
     if not isinstance(text, str):
         raise InvalidInput("src", f"read {type(text).__name__}, expected text: open the file in text mode")
-    return _parse(io.StringIO(text))
+    scope, records, events = _parse(io.StringIO(text))
+    check_consistent(records, events)
+    return scope, records, events

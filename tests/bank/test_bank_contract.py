@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
 import uuid
 
 import pytest
 
 from memsdk.bank import MemoryBank
 from memsdk.errors import Conflict, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
-from memsdk.types import Actor, EventType, Op, OpType, Scope
+from memsdk.types import Actor, EventType, Op, OpType, Scope, content_hash
 
 from .conftest import BankFactory
 
@@ -183,11 +184,17 @@ def test_export_import_roundtrip_is_exact(bank: MemoryBank, alice: Scope, tmp_pa
     bank.export(alice, again)
     assert again.getvalue() == original
     assert bank.search(alice, "born March")[0].record.id == a
-    with pytest.raises(ImportConflict):
+    with pytest.raises(ImportConflict) as err:
         bank.import_(path)  # same ids again: refused, nothing duplicated
-    with pytest.raises(ImportConflict):
-        bank.import_(path, scope=Scope(user_id="mallory"))  # ids of another scope are never overwritten
-    assert bank.count(Scope(user_id="mallory"), include_deleted=True) == 0
+    assert str(a) not in str(err.value) and str(b) not in str(err.value)  # and no id is confirmed
+    # a copy into another scope of the same store gets fresh ids: alice's records are untouched
+    mallory = Scope(user_id="mallory")
+    assert bank.import_(path, scope=mallory) == 2
+    copied = bank.list(mallory, include_deleted=True)
+    assert sorted((r.text, r.deleted, r.version) for r in copied) == sorted((r.text, r.deleted, r.version) for r in bank.list(alice, include_deleted=True))
+    assert not {r.id for r in copied} & {a, b}
+    assert {e.memory_id for e in bank.history(mallory)} == {r.id for r in copied}
+    assert bank.get(alice, a).text == "Born in March 1990"
 
 
 def test_import_into_another_scope(bank: MemoryBank, alice: Scope, tmp_path) -> None:
@@ -303,3 +310,57 @@ def test_op_shapes_are_validated() -> None:
         Op(op=OpType.DELETE, target=uuid.uuid4(), text="x")
     with pytest.raises(ValueError):
         Op(op=OpType.UPDATE, text="x")
+
+
+def _export_lines(bank: MemoryBank, scope: Scope) -> list[dict]:
+    out = io.StringIO()
+    bank.export(scope, out)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def _write(lines: list[dict], path) -> None:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def _memory(lines: list[dict]) -> dict:
+    return next(line for line in lines if line.get("type") == "memory")["record"]
+
+
+def _events(lines: list[dict]) -> list[dict]:
+    return [line for line in lines if line.get("type") == "event"]
+
+
+def _drop_events(lines: list[dict], keep) -> list[dict]:
+    kept = [line for line in lines if line.get("type") != "event" or keep(line["event"])]
+    kept[0] = {**kept[0], "events": sum(line.get("type") == "event" for line in kept)}
+    return kept
+
+
+INCONSISTENT = [
+    # a record at v99 whose history has only events 1-2
+    (lambda ls: [ls[0], {"type": "memory", "record": {**_memory(ls), "version": 99}}, *ls[2:]], "records[0].version"),
+    # a record whose text no event wrote (its hash made to match, so only the history can tell)
+    (lambda ls: [ls[0], {"type": "memory", "record": {**_memory(ls), "text": "Owns a yacht", "content_hash": content_hash("Owns a yacht")}}, *ls[2:]], "records[0].text"),
+    # deleted=true with no DELETE event
+    (lambda ls: [ls[0], {"type": "memory", "record": {**_memory(ls), "deleted": True}}, *ls[2:]], "records[0].deleted"),
+    # a wrong content hash
+    (lambda ls: [ls[0], {"type": "memory", "record": {**_memory(ls), "content_hash": "0" * 64}}, *ls[2:]], "records[0].content_hash"),
+    # a record with no events at all
+    (lambda ls: _drop_events(ls, lambda e: False), "records[0].version"),
+    # an orphan event naming an id that belongs to no record
+    (lambda ls: [{**ls[0], "events": ls[0]["events"] + 1}, *ls[1:], {"type": "event", "event": {**_events(ls)[0]["event"], "id": str(uuid.uuid4()), "memory_id": str(uuid.uuid4())}}], "events[2].memory_id"),
+]
+
+
+@pytest.mark.parametrize("mangle, field", INCONSISTENT, ids=["version-beyond-history", "text-no-event-wrote", "deleted-without-delete", "bad-hash", "no-events", "orphan-event"])
+def test_import_refuses_a_history_that_does_not_explain_its_records(bank: MemoryBank, alice: Scope, tmp_path, mangle, field) -> None:
+    (mid,) = add(bank, alice, "Plays the oboe")
+    bank.apply(alice, [Op.update(mid, "Plays the oboe and the flute")])
+    lines = _export_lines(bank, alice)
+    path = tmp_path / "bad.jsonl"
+    _write(mangle(lines), path)
+    bob = Scope(user_id="bob")
+    with pytest.raises(InvalidInput) as err:
+        bank.import_(path, scope=bob)
+    assert err.value.field == field
+    assert bank.count(bob, include_deleted=True) == 0 and bank.history(bob) == []
