@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from memsdk.errors import ContextTooLong
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, afall_back, fall_back
 from memsdk.policies.manager import render_memories
@@ -17,6 +18,9 @@ __all__ = ["Answer", "Answerer", "LLMAnswerer", "UNKNOWN"]
 
 UNKNOWN = "unknown"
 MAX_QUESTION_CHARS = 500
+#: a prompt over the served model's context is asked again with the better-ranked half of
+#: the memories, at most this many times (60 -> 30 -> 15 -> 7 -> 3 -> 1 -> none)
+CONTEXT_HALVINGS = 6
 
 
 @dataclass
@@ -40,7 +44,10 @@ class LLMAnswerer:
     """Shows up to 60 memories as ``[i] text``; the model names the ones it used, then answers.
 
     Answers are cut to ``max_answer_words`` (the prompt asks for 6; a rambling model is the
-    common failure with small models) and an unparseable reply answers "unknown".
+    common failure with small models) and an unparseable reply answers "unknown". A prompt
+    that does not fit the model's context (a 2,048-token vLLM server and 60 memories) is
+    asked again with the better-ranked half of the memories (they arrive best first), and
+    each halving is counted as ``context_trims``: a question never fails for its length.
     """
 
     role = "answerer"
@@ -80,14 +87,33 @@ class LLMAnswerer:
             self.stats.add("unknown_evidence")
         return Answer(" ".join(words) or UNKNOWN, evidence, [call])
 
+    def _fewer(self, shown: Sequence[ScoredMemory], exc: ContextTooLong) -> Sequence[ScoredMemory]:
+        """The memories to ask with after the prompt did not fit; re-raise when none are left."""
+        if not shown:
+            raise exc
+        self.stats.add("context_trims")
+        return shown[: len(shown) // 2]
+
     def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
         def primary() -> Answer:
-            return self._finish(*self.caller.call(self.backend, **self.prompt_values(question, memories)), memories)  # type: ignore[arg-type]
+            shown = memories
+            for _ in range(CONTEXT_HALVINGS):
+                try:
+                    return self._finish(*self.caller.call(self.backend, **self.prompt_values(question, shown)), shown)  # type: ignore[arg-type]
+                except ContextTooLong as exc:
+                    shown = self._fewer(shown, exc)
+            return self._finish(*self.caller.call(self.backend, **self.prompt_values(question, shown)), shown)  # type: ignore[arg-type]
 
         return fall_back(self, primary, lambda: self.fallback.answer(question, memories))  # type: ignore[union-attr]
 
     async def aanswer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
         async def primary() -> Answer:
-            return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(question, memories)), memories)  # type: ignore[arg-type]
+            shown = memories
+            for _ in range(CONTEXT_HALVINGS):
+                try:
+                    return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(question, shown)), shown)  # type: ignore[arg-type]
+                except ContextTooLong as exc:
+                    shown = self._fewer(shown, exc)
+            return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(question, shown)), shown)  # type: ignore[arg-type]
 
         return await afall_back(self, primary, lambda: self.fallback.aanswer(question, memories))  # type: ignore[union-attr]

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from memsdk.errors import PolicyUnavailable
+from memsdk.errors import ContextTooLong, PolicyUnavailable
 from memsdk.policies import (
     ExtractiveAnswerer,
     HeuristicExtractor,
@@ -125,6 +125,38 @@ def test_a_salvaged_field_keeps_the_answer_and_is_counted_and_recorded(memories)
     (call,) = a.calls
     assert call.failure is None and call.salvaged == ["evidence: 1 of 1 items are not memory numbers, dropped"]
     assert answerer.stats["salvaged_fields"] == 1 and answerer.stats["parse_failures"] == 0 and answerer.stats["reasked"] == 0
+
+
+class SmallContext(ScriptedBackend):
+    """Refuses, like a 2,048-token vLLM server, any prompt that shows more than ``fits`` memories."""
+
+    def __init__(self, *replies: str, fits: int) -> None:
+        super().__init__(*replies)
+        self.fits, self.shown = fits, []
+
+    def chat(self, messages, **kw):  # type: ignore[no-untyped-def]
+        shown = sum(line.startswith("[") for m in messages for line in m["content"].splitlines())
+        self.shown.append(shown)
+        if shown > self.fits:
+            raise ContextTooLong("This model's maximum context length is 2048 tokens", status_code=400)
+        return super().chat(messages, **kw)
+
+
+def test_a_prompt_over_the_context_is_asked_again_with_the_better_half_of_the_memories() -> None:
+    ranked = [memory(f"Memory number {i} about dogs", 1 - i / 100) for i in range(60)]
+    backend = SmallContext('{"answer": "Buddy", "evidence": [0]}', fits=10)
+    answerer = LLMAnswerer(backend)
+    a = answerer.answer("What is the dog's name?", ranked)
+    assert a.text == "Buddy" and [r.id for r in a.evidence] == [ranked[0].record.id]  # index 0 of what was shown
+    assert backend.shown == [60, 30, 15, 7] and answerer.stats["context_trims"] == 3
+    async_backend = AsyncSmallContext('{"answer": "Buddy", "evidence": [0]}', fits=10)
+    assert asyncio.run(LLMAnswerer(async_backend).aanswer("What is the dog's name?", ranked)).text == "Buddy"
+    assert async_backend.shown == [60, 30, 15, 7]
+
+
+class AsyncSmallContext(SmallContext):
+    async def chat(self, messages, **kw):  # type: ignore[no-untyped-def,override]
+        return SmallContext.chat(self, messages, **kw)
 
 
 def test_answer_is_cut_to_the_word_limit_and_evidence_mapped(memories) -> None:

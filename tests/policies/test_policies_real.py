@@ -322,3 +322,15 @@ def test_policy_routes_to_lora_adapter_on_vllm(vllm_backend: Any, lora_adapter_d
     # once unloaded the name is gone for good: the policy surfaces it, it does not quietly use the base
     with pytest.raises(ModelNotFound):
         manager.decide([SCOUT], buddy_memories())
+
+
+@pytest.mark.vllm
+def test_sixty_long_memories_are_answered_on_a_2048_token_server(vllm_backend: Any) -> None:
+    # ~5,000 prompt tokens: the server (--max-model-len 2048) refuses it; the answerer asks
+    # again with the better-ranked half until it fits, instead of failing the question
+    note = "she talked about her garden, her two dogs and the rainy weather in Boston"
+    bank = [memory(f"Caroline, note {i}: {note}, {note}, {note}", 0.9 - i / 100) for i in range(60)]
+    answerer = LLMAnswerer(vllm_backend, config(ANSWERER, reask=False))
+    answer = answerer.answer(QUESTION, bank)
+    check_answer(answer, bank, answerer, vllm_backend.model)
+    assert answerer.stats["context_trims"] >= 1 and answerer.stats["calls"] == 1
