@@ -1,10 +1,16 @@
 """Training checkpoints (resume) and published policies (export to the client's registry).
 
-A checkpoint is a folder, written under a temporary name and renamed into place, so a
-crash mid-save leaves the previous checkpoint intact:
+A checkpoint is a folder, written under a temporary name, marked complete, and renamed
+into place:
 
     <dir>/adapter/        the peft LoRA adapter (adapter_config.json + safetensors)
     <dir>/trainer.pt      {"step", "optimizer", "rng", "config", "extra", "modules"}   a plain dict, as nanoGPT's
+    <dir>/COMPLETE        written last: a folder without it is a save that was killed
+
+Replacing an older checkpoint takes two renames (old aside, new in). A kill between them
+leaves no folder at ``<dir>``, so `latest_checkpoint` recovers: the new checkpoint when it
+was complete, else the old one. A resumed run never falls back to step 0 because of where
+a kill landed (tests/training/test_checkpoint_crash.py kills saves at random points).
 
 ``modules`` holds the state dicts of training-only modules beside the adapter (PPO's value
 head): they resume with the run but are never part of the adapter a client loads.
@@ -45,6 +51,7 @@ __all__ = [
 
 ADAPTER = "adapter"
 TRAINER = "trainer.pt"
+COMPLETE = "COMPLETE"
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,7 @@ def save_checkpoint(
 ) -> Path:  # fmt: skip
     """Write adapter + trainer state (and ``modules``' weights) to ``path`` atomically (replacing an older one there)."""
     final = Path(path)
+    latest_checkpoint(final)  # first finish what a killed save left behind, so its leftovers are not mistaken for ours
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -84,12 +92,29 @@ def save_checkpoint(
         },
         tmp / TRAINER,
     )
+    _mark_complete(tmp)
     old = final.with_name(f".{final.name}.old-{os.getpid()}")
     if final.exists():
         final.rename(old)
     tmp.rename(final)
     shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _mark_complete(folder: Path) -> None:
+    """fsync what was written, then the marker: after a power cut the marker never precedes the data."""
+    for f in folder.rglob("*"):
+        if f.is_file():
+            with open(f, "rb+") as fh:
+                os.fsync(fh.fileno())
+    with open(folder / COMPLETE, "w") as fh:
+        fh.write("ok\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _complete(folder: Path) -> bool:
+    return (folder / COMPLETE).is_file() and (folder / TRAINER).is_file() and (folder / ADAPTER).is_dir()
 
 
 def load_checkpoint(
@@ -118,8 +143,24 @@ def load_checkpoint(
 
 
 def latest_checkpoint(path: str | os.PathLike[str]) -> Path | None:
+    """The checkpoint at ``path``, or None when there is none.
+
+    When a save was killed between its two renames, ``path`` is missing: the newer
+    checkpoint (complete) or else the older one is moved back into place first. Incomplete
+    leftovers are removed. Checkpoints written before the COMPLETE marker are accepted.
+    """
     folder = Path(path)
-    return folder if (folder / TRAINER).exists() and (folder / ADAPTER).is_dir() else None
+    tmps = sorted(folder.parent.glob(f".{folder.name}.tmp-*")) if folder.parent.is_dir() else []
+    olds = sorted(folder.parent.glob(f".{folder.name}.old-*")) if folder.parent.is_dir() else []
+    if not folder.exists():
+        survivor = next((c for c in [*tmps, *olds] if _complete(c)), None)
+        if survivor is not None:
+            survivor.rename(folder)
+    for leftover in [*tmps, *olds]:
+        shutil.rmtree(leftover, ignore_errors=True)
+    # a folder at ``path`` only ever arrives complete (renamed in), so this also accepts
+    # checkpoints written before the COMPLETE marker existed
+    return folder if (folder / TRAINER).is_file() and (folder / ADAPTER).is_dir() else None
 
 
 def data_hash(keys: Iterable[str]) -> str:
