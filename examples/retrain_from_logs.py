@@ -98,7 +98,7 @@ def main() -> None:
 
     # A client on SmolLM2 policies: the same conversation and questions, base manager first,
     # then the published adapter, hot-swapped while the client runs.
-    with MemoryClient(backend=TransformersBackend(num_threads=1), data_dir=work / "serve", checkpoint_dir=work / "checkpoints") as client:
+    with TransformersBackend(num_threads=1) as backend, MemoryClient(backend=backend, data_dir=work / "serve", checkpoint_dir=work / "checkpoints") as client:
         before = run_conversation(client, {"user_id": "caroline", "run_id": "before"})
         client.use_policy("manager", version)
         print(f"4. the client now runs manager {client.policies['manager'].version}")

@@ -34,3 +34,15 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
         for init in (ROOT / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / folder).parts
             assert ".".join((import_name, *rel)) in listed, f"{init.parent} is not in pyproject's packages"
+
+
+def test_the_runtime_never_imports_the_trainer_or_the_adapters() -> None:
+    # a runtime install must not need the trainer (ARCHITECTURE.md, dependency direction)
+    import ast
+
+    offenders = []
+    for path in (ROOT / "memsdk").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in ("memsdk_training", "memsdk_adapters")]
+    assert offenders == []

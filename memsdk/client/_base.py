@@ -102,18 +102,34 @@ class BaseClient:
             location = self.config.qdrant_url or self.config.data_dir / "store"
             self.bank = MemoryBank(open_transport(location, dim=self._embedder.dim, api_key=self.config.qdrant_api_key), self._embedder)
         else:
+            # the client times and caches the bank's embeddings while it uses the bank, and
+            # gives the bank its own embedder back on close (`_release_bank`)
+            self._bank_embedder = bank.embedder
             self._embedder = TimedEmbedder(CachedEmbedder(bank.embedder))
             bank.embedder = self._embedder
             self.bank = bank
+        # what was injected stays the caller's: close() releases only what the client made
+        self._owns_bank, self._owns_backend = bank is None, backend is None
         try:
             self.log = InteractionLog(self.config.data_dir / "interactions.sqlite3", redact=redact) if self.config.log_interactions else None
             self._backend = backend if backend is not None else (None if self.config.policies == "heuristic" else self._default_backend())
             self._policies = PolicySet(self._backend, self.config, PolicyRegistry(self.config.checkpoints), self.config.data_dir / "active_policies.json")
         except BaseException:
-            self.bank.close()
+            self._release_bank()
             raise
 
     # -- no-I/O helpers shared by the twins ---------------------------------------------------
+
+    def _release_bank(self) -> None:
+        """Close the bank if the client opened it; an injected one gets its embedder back."""
+        if self._owns_bank:
+            self.bank.close()
+        else:
+            self.bank.embedder = self._bank_embedder
+
+    def _owned_backend(self) -> Any:
+        """The backend to close: the one the client built, never an injected one."""
+        return self._backend if self._owns_backend else None
 
     def _check_open(self) -> None:
         if self._closed:

@@ -216,11 +216,11 @@ class AsyncMemoryClient(BaseClient):
         self._closed = True
         if self._watcher is not None:
             self._watcher.cancel()
-        await asyncio.to_thread(self.bank.close)
+        await asyncio.to_thread(self._release_bank)
         if self.log is not None:
             self.log.close()
-        if self._backend is not None and hasattr(self._backend, "aclose"):
-            await self._backend.aclose()
+        if (backend := self._owned_backend()) is not None and hasattr(backend, "aclose"):
+            await backend.aclose()
 
     async def __aenter__(self) -> AsyncMemoryClient:
         return await self.start()

@@ -234,11 +234,11 @@ class MemoryClient(BaseClient):
         self._stop_watching.set()
         if self._watcher is not None:
             self._watcher.join()
-        self.bank.close()
+        self._release_bank()
         if self.log is not None:
             self.log.close()
-        if self._backend is not None and hasattr(self._backend, "close"):
-            self._backend.close()
+        if (backend := self._owned_backend()) is not None and hasattr(backend, "close"):
+            backend.close()
 
     def __enter__(self) -> MemoryClient:
         return self

@@ -10,7 +10,10 @@ import pytest
 from memsdk import ClientClosed, InvalidInput, MemoryNotFound, ScopeRequired, StoreLocked, Turn
 from memsdk.interactions import InteractionLog
 
-from .conftest import CAROLINE, MELANIE
+from memsdk import MemoryClient
+from memsdk.embedding import HashEmbedder
+
+from .conftest import CAROLINE, MELANIE, ScriptedBackend
 
 TURNS = [
     {"speaker": "Caroline", "text": "I went to the LGBTQ support group yesterday.", "timestamp": "8 May 2023", "turn_id": "D1:1"},
@@ -246,3 +249,19 @@ def test_log_survives_a_crash_mid_write(tmp_path) -> None:
     log = InteractionLog(path)
     rows = list(log.read())
     assert len(rows) >= acked and [t.input["n"] for t in rows] == list(range(len(rows)))
+
+
+def test_close_leaves_what_was_injected_to_its_owner(tmp_path) -> None:
+    from memsdk import MemoryBank
+
+    embedder = HashEmbedder(64)
+    bank = MemoryBank.open(":memory:", embedder=embedder)
+    backend = ScriptedBackend('{"facts": ["Caroline likes tea"]}')
+    closed: list[str] = []
+    backend.close = lambda: closed.append("backend")  # type: ignore[attr-defined]
+    with MemoryClient(data_dir=tmp_path / "d", bank=bank, backend=backend) as client:
+        client.add("Likes tea", scope=CAROLINE)
+        assert bank.embedder is not embedder  # timed and cached while the client uses it
+    assert closed == [] and bank.embedder is embedder  # not closed, and its own embedder back
+    assert [r.text for r in bank.list(CAROLINE)] == ["Likes tea"]  # still open and usable
+    bank.close()

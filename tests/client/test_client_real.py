@@ -129,8 +129,8 @@ def swap_and_compare(client: MemoryClient, adapter_dir: Path, checkpoint_dir: Pa
 def test_hot_swap_in_process(tmp_path: Path, smollm2_dir: Path, lora_adapter_dir: Path) -> None:
     from memsdk.llm import TransformersBackend
 
-    backend = TransformersBackend(smollm2_dir, num_threads=1)  # its own copy: adapters stay out of the shared fixture
-    with MemoryClient(data_dir=tmp_path / "d", backend=backend, checkpoint_dir=tmp_path / "ckpt") as client:
+    # its own copy: adapters stay out of the shared fixture; injected, so closed here, not by the client
+    with TransformersBackend(smollm2_dir, num_threads=1) as backend, MemoryClient(data_dir=tmp_path / "d", backend=backend, checkpoint_dir=tmp_path / "ckpt") as client:
         swap_and_compare(client, lora_adapter_dir, tmp_path / "ckpt")
 
 
