@@ -219,7 +219,7 @@ class GRPORecipe(abc.ABC, Generic[S]):
                 row.update({f"eval_{k}": v for k, v in self._evaluate_and_keep_best().items()})
             self.metrics.write(row)
             rows_logged.append(row)
-            bar.set_postfix(reward=f"{row['reward_mean']:.2f}", kl=f"{row['kl']:.3f}" if row["updated"] else "skipped")
+            bar.set_postfix(reward=f"{row['reward_mean']:.2f}", kl=f"{row['kl']:.3f}" if "kl" in row else ("-" if row["updated"] else "skipped"))
             if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
                 self.save_checkpoint()
         plot_metrics(self.out / "metrics.jsonl", self.out / "curves.png", self.curves)

@@ -43,7 +43,7 @@ class Row:
 
 class UpdateStats(NamedTuple):
     loss: float
-    kl: float
+    kl: float | None  # None: kl_coef is 0, so no reference pass ran and nothing was measured
     entropy: float
     clip_fraction: float  # TRL's region fraction: tokens whose gradient the clip removed
     dual_clip_fraction: float
@@ -54,12 +54,12 @@ def update_metrics(stats: UpdateStats | None) -> dict[str, float | bool]:
     """A metrics row's update fields: what the step's update measured, or ``updated: False``
     alone when none ran (every group had equal rewards, or no reply had a token). A skipped
     step must not log a KL of 0.0 it never measured."""
-    return {"updated": False} if stats is None else {"updated": True, **stats._asdict()}
+    return {"updated": False} if stats is None else {"updated": True, **{k: v for k, v in stats._asdict().items() if v is not None}}
 
 
 class _Old(NamedTuple):
-    logp: torch.Tensor  # [B, L]
-    ref_logp: torch.Tensor  # [B, L]
+    logp: torch.Tensor | None  # [B, L]; None: one epoch, pi_old is the current policy (see _score_old)
+    ref_logp: torch.Tensor | None  # [B, L]; None: kl_coef is 0
 
 
 def _chunks(rows: Sequence[Row], size: int) -> list[Sequence[Row]]:
@@ -67,10 +67,13 @@ def _chunks(rows: Sequence[Row], size: int) -> list[Sequence[Row]]:
 
 
 @torch.no_grad()
-def _score_old(policy: Policy, rows: Sequence[Row]) -> _Old:
+def _score_old(policy: Policy, rows: Sequence[Row], config: RecipeConfig) -> _Old:
+    """The no-grad passes before the first epoch, only those whose result can matter (as TRL):
+    with one epoch the weights have not moved when the loss is taken, so pi_old is the
+    policy's own detached log-probs; with kl_coef 0 the KL term is 0 whatever pi_ref says."""
     prompts, completions = [r.prompt for r in rows], [r.completion for r in rows]
-    old = policy.score(prompts, completions).logp
-    ref = policy.score(prompts, completions, reference=True).logp
+    old = policy.score(prompts, completions).logp if config.ppo_epochs > 1 else None
+    ref = policy.score(prompts, completions, reference=True).logp if config.kl_coef > 0 else None
     return _Old(old, ref)
 
 
@@ -79,18 +82,24 @@ class PolicyLoss(NamedTuple):
     stats: dict[str, float]  # kl, entropy, clip_fraction, dual_clip_fraction: detached, for the log
 
 
-def policy_loss(new: Scored, old_logp: torch.Tensor, ref_logp: torch.Tensor, advantages: torch.Tensor, config: RecipeConfig) -> PolicyLoss:
+def policy_loss(new: Scored, old_logp: torch.Tensor | None, ref_logp: torch.Tensor | None, advantages: torch.Tensor, config: RecipeConfig) -> PolicyLoss:
     """L = L_clip(rho, A) + beta_KL * KL_est + L_ent for one micro-batch scored ``with_logits``.
 
     old_logp, ref_logp: [B, L]; advantages: [B] (one per row, GRPO) or [B, L] (per token, GAE).
+    ``old_logp`` None: pi_old is this very forward pass, detached (one epoch: rho = 1, the
+    gradient is the on-policy one); ``ref_logp`` None: no KL term (kl_coef 0), none logged.
     """
     # one step per row: Memory-R2's step = one call = one row (ids only matter for "step" level/aggregation)
     step_ids = torch.arange(new.mask.shape[0], device=new.mask.device).unsqueeze(-1).expand_as(new.mask)  # [B, L]
-    pg = ppo_clip_loss(new.logp, old_logp, advantages, new.mask, config.clip(), step_ids)
-    kl = aggregate(kl_estimate(new.logp, ref_logp, config.kl_estimator), new.mask, config.aggregation, step_ids)
+    pg = ppo_clip_loss(new.logp, new.logp.detach() if old_logp is None else old_logp, advantages, new.mask, config.clip(), step_ids)
     ent = entropy_bonus(new.logits, new.mask, config.entropy_coef, config.aggregation, step_ids)  # type: ignore[arg-type]
-    stats = {"kl": float(kl.detach()), "entropy": float(ent.entropy), "clip_fraction": float(pg.clip_region_fraction), "dual_clip_fraction": float(pg.dual_clip_fraction)}
-    return PolicyLoss(pg.loss + config.kl_coef * kl + ent.loss, stats)
+    stats = {"entropy": float(ent.entropy), "clip_fraction": float(pg.clip_region_fraction), "dual_clip_fraction": float(pg.dual_clip_fraction)}
+    loss = pg.loss + ent.loss
+    if ref_logp is not None:
+        kl = aggregate(kl_estimate(new.logp, ref_logp, config.kl_estimator), new.mask, config.aggregation, step_ids)
+        stats["kl"] = float(kl.detach())
+        loss = loss + config.kl_coef * kl
+    return PolicyLoss(loss, stats)
 
 
 def run_epochs(
@@ -124,7 +133,7 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rows: Sequence[
     if not rows:
         return None
     batches = _chunks(rows, config.micro_batch_size)
-    olds = [_score_old(policy, b) for b in batches]
+    olds = [_score_old(policy, b, config) for b in batches]
 
     def micro_loss(k: int) -> PolicyLoss:
         batch, old = batches[k], olds[k]
@@ -133,4 +142,4 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rows: Sequence[
         return policy_loss(new, old.logp, old.ref_logp, advantages, config)
 
     totals = run_epochs(optimizer, policy.trainable_parameters(), [len(b) / len(rows) for b in batches], micro_loss, config)
-    return UpdateStats(*(totals[name] for name in UpdateStats._fields))
+    return UpdateStats(*(totals.get(name) for name in UpdateStats._fields))
