@@ -115,26 +115,39 @@ def close_truncated(text: str) -> str | None:
 
 _WORD = re.compile(r"\w+")
 # what a cut leaves dangling: punctuation, dashes, a conjunction ("Nate has a turtle, and")
+# a unit of up to 8 characters written 12+ times in a row ("0000000000000"): a loop inside
+# what the tokenizer sees as one word (digits are a token each); 12, so that no real number
+# ("100000000") is mistaken for one
+_CHAR_LOOP = re.compile(r"(.{1,8}?)\1{11,}", re.DOTALL)
 _DANGLING = re.compile(r"(?:[\s,;:\-\u2013\u2014]|\b(?:and|or|but|then|with)\b)+$", re.IGNORECASE)
 
 
-def trim_loop(text: str, *, n: int = 4, times: int = 3) -> str | None:
+def trim_loop(text: str, *, n: int = 4, times: int = 3, chars: bool = False) -> str | None:
     """``text`` up to where it starts over, or None when it does not loop.
 
     A loop is a word n-gram (case-folded) seen ``times`` times; the text is cut where its
     second occurrence starts, and dangling punctuation or a conjunction is dropped. A small
     model that loops writes the same sentence again and again ("I'm a mom to a baby girl.
     I'm a mom to a baby girl. ..."); what comes before the first repeat is the sentence.
+    With ``chars`` (text already known to have run into the token limit), a unit of up to 8
+    characters repeated 12+ times in a row is a loop too, cut after its first occurrence
+    ("12:00:00.0000000000000..." -> "12:00:00.0"): digits are a token each, so such a loop
+    fills the budget long before any character bound.
     """
     words = [(m.start(), m.group().casefold()) for m in _WORD.finditer(text)]
     starts: dict[tuple[str, ...], list[int]] = {}
+    cut_at = None
     for i in range(len(words) - n + 1):
         seen = starts.setdefault(tuple(w for _, w in words[i : i + n]), [])
         seen.append(words[i][0])
         if len(seen) >= times:
-            cut = _DANGLING.sub("", text[: seen[1]].rstrip())
-            return cut or None
-    return None
+            cut_at = seen[1]
+            break
+    if chars and (loop := _CHAR_LOOP.search(text)) is not None:
+        cut_at = min(cut_at if cut_at is not None else len(text), loop.start() + len(loop.group(1)))
+    if cut_at is None:
+        return None
+    return _DANGLING.sub("", text[:cut_at].rstrip()) or None
 
 
 def _decode_partial(body: str) -> str | None:
@@ -157,7 +170,7 @@ def close_looping(text: str) -> str | None:
     if start is None:
         return None
     body = _decode_partial(text[start + 1 :])
-    trimmed = None if body is None else trim_loop(body, times=2)  # cut by the limit: two rounds are proof enough
+    trimmed = None if body is None else trim_loop(body, times=2, chars=True)  # cut by the limit: two rounds are proof enough
     if trimmed is None:
         return None
     return close_truncated(text[:start] + json.dumps(trimmed, ensure_ascii=False) + ",")

@@ -113,6 +113,12 @@ def test_an_answer_cut_inside_its_own_loop_keeps_what_came_before_the_repeat() -
     p = parse('{"answer": "2022-01-01 12:32:53.188.12.188.12.188.12.188.12.188.12.1', AnswerOut)
     assert p.ok and p.repaired and p.value.answer == "2022-01-01 12:32:53.188.12."
     assert p.notes[0].startswith("cut by the token limit inside a string that repeats itself")
+    # a loop inside one "word" (digits are a token each): vLLM json_schema, conv-30 validation
+    digits = parse('{"answer": "2022-01-01 12:00:00.0000000000000.0000000000000.000000000000', AnswerOut)
+    assert digits.ok and digits.value.answer == "2022-01-01 12:00:00.0"
+    # a closed string is not cut for repeated characters: "1000000" is a number, not a loop
+    assert parse('{"answer": "1000000000 dollars"}', AnswerOut).value.answer == "1000000000 dollars"
+    assert not parse('{"answer": "It cost 100000000', AnswerOut).ok  # open, no loop: never guessed
 
 
 def test_an_extractor_reply_keeps_every_complete_fact_and_cuts_a_looping_one() -> None:
