@@ -150,13 +150,13 @@ def latest_checkpoint(path: str | os.PathLike[str]) -> Path | None:
     leftovers are removed. Checkpoints written before the COMPLETE marker are accepted.
     """
     folder = Path(path)
-    tmps = sorted(folder.parent.glob(f".{folder.name}.tmp-*")) if folder.parent.is_dir() else []
-    olds = sorted(folder.parent.glob(f".{folder.name}.old-*")) if folder.parent.is_dir() else []
+    # the newer checkpoint (a killed save's .tmp-*) before the older (.old-*)
+    leftovers = [p for kind in ("tmp", "old") for p in sorted(folder.parent.glob(f".{folder.name}.{kind}-*"))]
     if not folder.exists():
-        survivor = next((c for c in [*tmps, *olds] if _complete(c)), None)
+        survivor = next((c for c in leftovers if _complete(c)), None)
         if survivor is not None:
             survivor.rename(folder)
-    for leftover in [*tmps, *olds]:
+    for leftover in leftovers:
         shutil.rmtree(leftover, ignore_errors=True)
     # a folder at ``path`` only ever arrives complete (renamed in), so this also accepts
     # checkpoints written before the COMPLETE marker existed

@@ -18,9 +18,6 @@ __all__ = ["Answer", "Answerer", "LLMAnswerer", "UNKNOWN"]
 
 UNKNOWN = "unknown"
 MAX_QUESTION_CHARS = 500
-#: a prompt over the served model's context is asked again with the better-ranked half of
-#: the memories, at most this many times (60 -> 30 -> 15 -> 7 -> 3 -> 1 -> none)
-CONTEXT_HALVINGS = 6
 
 
 @dataclass
@@ -88,7 +85,8 @@ class LLMAnswerer:
         return Answer(" ".join(words) or UNKNOWN, evidence, [call])
 
     def _fewer(self, shown: Sequence[ScoredMemory], exc: ContextTooLong) -> Sequence[ScoredMemory]:
-        """The memories to ask with after the prompt did not fit; re-raise when none are left."""
+        """The better-ranked half of the memories, after the prompt did not fit (60 -> 30 -> 15
+        -> 7 -> 3 -> 1 -> none: bounded); re-raise when none were left to drop."""
         if not shown:
             raise exc
         self.stats.add("context_trims")
@@ -97,23 +95,21 @@ class LLMAnswerer:
     def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
         def primary() -> Answer:
             shown = memories
-            for _ in range(CONTEXT_HALVINGS):
+            while True:
                 try:
                     return self._finish(*self.caller.call(self.backend, **self.prompt_values(question, shown)), shown)  # type: ignore[arg-type]
                 except ContextTooLong as exc:
                     shown = self._fewer(shown, exc)
-            return self._finish(*self.caller.call(self.backend, **self.prompt_values(question, shown)), shown)  # type: ignore[arg-type]
 
         return fall_back(self, primary, lambda: self.fallback.answer(question, memories))  # type: ignore[union-attr]
 
     async def aanswer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
         async def primary() -> Answer:
             shown = memories
-            for _ in range(CONTEXT_HALVINGS):
+            while True:
                 try:
                     return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(question, shown)), shown)  # type: ignore[arg-type]
                 except ContextTooLong as exc:
                     shown = self._fewer(shown, exc)
-            return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(question, shown)), shown)  # type: ignore[arg-type]
 
         return await afall_back(self, primary, lambda: self.fallback.aanswer(question, memories))  # type: ignore[union-attr]
