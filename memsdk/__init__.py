@@ -25,7 +25,7 @@ from memsdk.errors import (
     StoreUnavailable,
 )
 from memsdk.store import InMemoryTransport, StoreTransport, open_transport
-from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Turn
+from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn
 
 __version__ = "0.1.0"
 
@@ -67,6 +67,7 @@ __all__ = [
     "StoreLocked",
     "StoreTransport",
     "StoreUnavailable",
+    "Tier",
     "Transition",
     "Turn",
     "open_transport",

@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, St
 
 __all__ = [
     "Scope",
+    "Tier",
     "OpType",
     "Op",
     "EventType",
@@ -136,6 +137,22 @@ class Scope(BaseModel):
         return "Scope(" + ", ".join(parts) + ")"
 
 
+class Tier(StrEnum):
+    """Which kind of memory a record is (Mem-alpha's and Letta's split; see the README).
+
+    - ``episodic``: one ingested turn, verbatim, with its speaker and time. Written by the
+      ingest loop without an LLM, so no model failure can lose a turn; only an explicit
+      forget (or the API) deletes one, and nothing rewrites one.
+    - ``semantic``: a fact the manager policy maintains (ADD / UPDATE / DELETE / NOOP).
+    - ``core``: at most one live summary per scope, bounded in size, always shown to the
+      answerer; it is only ever rewritten, never added to a scope that has one.
+    """
+
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+    CORE = "core"
+
+
 class OpType(StrEnum):
     ADD = "ADD"
     UPDATE = "UPDATE"
@@ -165,6 +182,9 @@ class Op(BaseModel):
     source_turn_ids: tuple[ScopeId, ...] = ()
     metadata: Metadata = Field(default_factory=dict)
     expected_version: int | None = Field(None, ge=1, description="Apply only if the target is still at this version.")
+    tier: Tier = Field(Tier.SEMANTIC, description="The tier an ADD writes to; other ops act on their target's tier.")
+    speaker: Annotated[str, Strict(), AfterValidator(_check_id)] | None = Field(None, description="Who said it (ADD only).")
+    occurred_at: datetime | None = Field(None, description="When the content happened, not when it was stored (ADD only).")
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -180,6 +200,8 @@ class Op(BaseModel):
             raise ValueError(f"{self.op} must not carry text")
         if self.expected_version is not None and not needs_target:
             raise ValueError(f"{self.op} has no target version to expect")
+        if self.op is not OpType.ADD and (self.tier is not Tier.SEMANTIC or self.speaker is not None or self.occurred_at is not None):
+            raise ValueError(f"{self.op} must not set tier, speaker or occurred_at: they are fixed when a memory is added")
         return self
 
     @classmethod
@@ -222,7 +244,11 @@ API_ACTOR = Actor()
 
 
 class MemoryRecord(BaseModel):
-    """A memory as stored. ``version`` starts at 1 and grows with every change to it."""
+    """A memory as stored. ``version`` starts at 1 and grows with every change to it.
+
+    ``occurred_at`` is when the content happened (a turn's timestamp), ``created_at`` when
+    the bank stored it. Records stored before tiers existed read back as ``semantic``.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -237,6 +263,21 @@ class MemoryRecord(BaseModel):
     content_hash: str
     deleted: bool = False
     deleted_at: datetime | None = None
+    tier: Tier = Tier.SEMANTIC
+    speaker: str | None = None
+    occurred_at: datetime | None = None
+
+    def render(self) -> str:
+        """The record as the answerer sees it and as it is embedded: an episodic turn with its
+        speaker and date (``Caroline (on 8 May 2023): ...``); a fact or summary as written
+        (the extractor writes the dates a fact needs into it)."""
+        from memsdk.dates import render_when
+
+        if self.tier is not Tier.EPISODIC:
+            return self.text
+        head = self.speaker or "someone"
+        when = (self.occurred_at and render_when(self.occurred_at)) or self.metadata.get("timestamp")
+        return f"{head} (on {when}): {self.text}" if when else f"{head}: {self.text}"
 
 
 class HistoryEvent(BaseModel):
@@ -259,6 +300,7 @@ class HistoryEvent(BaseModel):
     at: datetime
     batch_id: uuid.UUID
     seq: int
+    tier: Tier = Tier.SEMANTIC
 
 
 class ScoredMemory(BaseModel):

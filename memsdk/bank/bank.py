@@ -22,7 +22,7 @@ from memsdk.bank.transition import BankLimits, Transition, plan, plan_restore
 from memsdk.embedding.base import Embedder
 from memsdk.errors import EmbedderError, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
 from memsdk.store.base import StoreTransport
-from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, utcnow
+from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, utcnow
 
 if TYPE_CHECKING:
     from memsdk.bank.snapshot import BankSnapshot
@@ -65,6 +65,16 @@ def _count(field: str, value: Any, *, low: int, high: int | None = None) -> int:
     if value < low or (high is not None and value > high):
         raise InvalidInput(field, f"must be between {low} and {high}" if high is not None else f"must be at least {low}, got {value}")
     return value
+
+
+def as_tier(value: Tier | str | None, field: str = "tier") -> str | None:
+    """A tier name for a store filter (None: every tier); an unknown one is `InvalidInput`."""
+    if value is None:
+        return None
+    try:
+        return Tier(value).value
+    except ValueError:
+        raise InvalidInput(field, f"{value!r} is not a tier; expected one of {[t.value for t in Tier]}") from None
 
 
 def as_ops(ops: Iterable[Op | dict[str, Any]]) -> list[Op]:
@@ -129,6 +139,8 @@ class MemoryBank:
         targets = {str(op.target) for op in ops if op.target is not None}
         with self._write_lock:
             current = {p.id: p for p in self.transport.scroll(codec.memories(scope, ids=frozenset(targets)), with_vectors=True)} if targets else {}
+            if any(op.op is OpType.ADD and op.tier is Tier.CORE for op in ops):  # the planner checks there is no live one
+                current |= {p.id: p for p in self.transport.scroll(codec.memories(scope, tier=Tier.CORE.value, deleted=False), with_vectors=True)}
             state = {uuid.UUID(pid): codec.decode_record(p) for pid, p in current.items()}
             transition = plan(state, ops, scope=scope, actor=actor, now=self._clock(), seq=self._next_seq(), limits=self.limits)
             vectors = {pid: p.vector for pid, p in current.items()}
@@ -158,7 +170,7 @@ class MemoryBank:
         # only new text needs a new vector; a delete or restore keeps the stored one
         reembed = {e.memory_id for e in transition.events if e.event in (EventType.ADD, EventType.UPDATE)}
         fresh = [r for r in records if r.id in reembed]
-        vectors = dict(vectors) | {str(r.id): v for r, v in zip(fresh, self._embed([r.text for r in fresh]))}
+        vectors = dict(vectors) | {str(r.id): v for r, v in zip(fresh, self._embed([r.render() for r in fresh]))}
         points = [codec.record_point(r, vectors[str(r.id)]) for r in records]
         points += [codec.event_point(e) for e in transition.events]
         self.transport.upsert(points)  # one engine operation: records and their history together
@@ -194,28 +206,28 @@ class MemoryBank:
             return codec.decode_record(point)
         raise MemoryNotFound(mid)
 
-    def list(self, scope: ScopeLike, *, include_deleted: bool = False, limit: int | None = None, offset: int = 0) -> list[MemoryRecord]:
-        """Records of a scope, oldest first."""
+    def list(self, scope: ScopeLike, *, include_deleted: bool = False, limit: int | None = None, offset: int = 0, tier: Tier | str | None = None) -> list[MemoryRecord]:
+        """Records of a scope (of one tier, or all), oldest first."""
         scope = as_scope(scope)
         offset = _count("offset", offset, low=0)
         limit = None if limit is None else _count("limit", limit, low=0)
-        where = codec.memories(scope, deleted=None if include_deleted else False)
+        where = codec.memories(scope, deleted=None if include_deleted else False, tier=as_tier(tier))
         records = sorted((codec.decode_record(p) for p in self.transport.scroll(where)), key=lambda r: (r.created_at, str(r.id)))
         return records[offset : None if limit is None else offset + limit]
 
-    def count(self, scope: ScopeLike, *, include_deleted: bool = False) -> int:
-        return self.transport.count(codec.memories(as_scope(scope), deleted=None if include_deleted else False))
+    def count(self, scope: ScopeLike, *, include_deleted: bool = False, tier: Tier | str | None = None) -> int:
+        return self.transport.count(codec.memories(as_scope(scope), deleted=None if include_deleted else False, tier=as_tier(tier)))
 
-    def search(self, scope: ScopeLike, query: str, *, limit: int = 10) -> list[ScoredMemory]:
+    def search(self, scope: ScopeLike, query: str, *, limit: int = 10, tier: Tier | str | None = None) -> list[ScoredMemory]:
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query", "must be a non-empty string")
         scope = as_scope(scope)
-        return self.search_vector(scope, self._embed([query])[0], limit=limit)
+        return self.search_vector(scope, self._embed([query])[0], limit=limit, tier=tier)
 
-    def search_vector(self, scope: ScopeLike, vector: np.ndarray, *, limit: int = 10) -> list[ScoredMemory]:
+    def search_vector(self, scope: ScopeLike, vector: np.ndarray, *, limit: int = 10, tier: Tier | str | None = None) -> list[ScoredMemory]:
         scope = as_scope(scope)
         _count("limit", limit, low=1, high=self.limits.max_search_limit)
-        hits = self.transport.search(vector, codec.memories(scope, deleted=False), limit)
+        hits = self.transport.search(vector, codec.memories(scope, deleted=False, tier=as_tier(tier)), limit)
         return [ScoredMemory(record=codec.decode_record(h.point), score=h.score) for h in hits]
 
     def history(self, scope: ScopeLike, memory_id: uuid.UUID | str | None = None) -> list[HistoryEvent]:
@@ -280,7 +292,7 @@ class MemoryBank:
             taken = self.transport.existing_ids(ids)
             if taken:
                 raise ImportConflict("ids", f"{len(taken)} of this file's ids already exist in the store (import it into another scope for fresh ids); nothing was imported")
-            points = [codec.record_point(r, v) for r, v in zip(records, self._embed([r.text for r in records]))]
+            points = [codec.record_point(r, v) for r, v in zip(records, self._embed([r.render() for r in records]))]
             self.transport.upsert(points + [codec.event_point(e) for e in events])
             self._seq = max([self._seq, *(e.seq for e in events)])
         return len(records)

@@ -15,6 +15,14 @@ Semantics, per op, applied in order against the state left by the previous ops:
 - DELETE  soft delete: ``deleted=True``, version + 1; `plan_restore` undoes it.
 - NOOP    nothing changes and nothing is recorded.
 
+Tier rules (`memsdk.types.Tier`), checked here so no caller can get around them:
+
+- episodic  added only by the ingest loop or the API; never rewritten (a turn is what was
+            said); deleted only by the API or an explicit forget (role ``forget``), never by
+            a policy such as the manager.
+- core      at most one live record per scope: an ADD when one exists is a `Conflict`
+            (rewrite it with UPDATE); its text is bounded by ``max_core_chars``.
+
 A target that is not in the caller's scope is reported as not found; a target that is
 deleted cannot be updated or deleted again (restore it first); a target that is no longer
 at the op's ``expected_version`` is a `Conflict` (optimistic concurrency: the op was decided
@@ -38,10 +46,15 @@ from memsdk.types import (
     Op,
     OpType,
     Scope,
+    Tier,
     content_hash,
 )
 
-__all__ = ["BankLimits", "Change", "Transition", "plan", "plan_restore"]
+__all__ = ["BankLimits", "Change", "Transition", "plan", "plan_restore", "EPISODIC_WRITERS", "FORGETTERS"]
+
+#: actor roles that may add an episodic turn, and that may delete one
+EPISODIC_WRITERS = frozenset({"ingest", "api"})
+FORGETTERS = frozenset({"forget", "api"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +65,7 @@ class BankLimits:
     max_ops_per_batch: int = 256
     max_metadata_bytes: int = 16_384
     max_search_limit: int = 1000
+    max_core_chars: int = 2000  # ~500 tokens: the core summary rides in every answer prompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +113,8 @@ def _check_limits(i: int, op: Op, limits: BankLimits) -> None:
 class _Planner:
     """Carries the per-batch context so each op kind is a short method."""
 
-    def __init__(self, state: dict[uuid.UUID, MemoryRecord], scope: Scope, actor: Actor, now: datetime, seq: int, new_id: Callable[[], uuid.UUID]):
-        self.state, self.scope, self.actor, self.now = state, scope, actor, now
+    def __init__(self, state: dict[uuid.UUID, MemoryRecord], scope: Scope, actor: Actor, now: datetime, seq: int, new_id: Callable[[], uuid.UUID], limits: BankLimits = BankLimits()):
+        self.state, self.scope, self.actor, self.now, self.limits = state, scope, actor, now, limits
         self.seq, self.new_id = seq, new_id
         self.batch_id = new_id()
 
@@ -108,6 +122,7 @@ class _Planner:
         """A history entry; ``before``/``after`` are the visible texts (None while deleted)."""
         self.seq += 1
         return HistoryEvent(
+            tier=after.tier,
             id=self.new_id(),
             memory_id=after.id,
             scope=self.scope,
@@ -132,8 +147,25 @@ class _Planner:
             raise Conflict(f"ops[{i}].target", f"memory {op.target} is at version {record.version}, the op was decided on version {op.expected_version}")
         return record
 
+    def check_tier(self, i: int, op: Op, target: MemoryRecord | None) -> None:
+        tier = op.tier if target is None else target.tier
+        role = self.actor.role
+        if tier is Tier.EPISODIC:
+            if op.op is OpType.ADD and role not in EPISODIC_WRITERS:
+                raise InvalidInput(f"ops[{i}].tier", f"only the ingest loop or the API adds episodic turns, not {role!r}")
+            if op.op is OpType.UPDATE:
+                raise InvalidInput(f"ops[{i}].target", f"memory {op.target} is an episodic turn, kept verbatim; it cannot be rewritten")
+            if op.op is OpType.DELETE and role not in FORGETTERS:
+                raise InvalidInput(f"ops[{i}].target", f"memory {op.target} is an episodic turn; only an explicit forget deletes it, not {role!r}")
+        if tier is Tier.CORE:
+            if op.text is not None and len(op.text) > self.limits.max_core_chars:
+                raise InvalidInput(f"ops[{i}].text", f"a core memory holds at most {self.limits.max_core_chars} characters, got {len(op.text)}")
+            if op.op is OpType.ADD and (live := next((r for r in self.state.values() if r.tier is Tier.CORE and not r.deleted), None)):
+                raise Conflict(f"ops[{i}].tier", f"this scope has a core memory ({live.id}); rewrite it with UPDATE")
+
     def add(self, i: int, op: Op) -> Change:
         assert op.text is not None
+        self.check_tier(i, op, None)
         record = MemoryRecord(
             id=self.new_id(),
             text=op.text,
@@ -144,12 +176,16 @@ class _Planner:
             source_turn_ids=op.source_turn_ids,
             metadata=op.metadata,
             content_hash=content_hash(op.text),
+            tier=op.tier,
+            speaker=op.speaker,
+            occurred_at=op.occurred_at,
         )
         return Change(i, op.op, None, record, self.event(EventType.ADD, None, record))
 
     def update(self, i: int, op: Op) -> Change:
         assert op.text is not None
         before = self.live_target(i, op)
+        self.check_tier(i, op, before)
         if op.text == before.text and not op.metadata and set(op.source_turn_ids) <= set(before.source_turn_ids):
             return Change(i, op.op, before, before, None)
         turns = before.source_turn_ids + tuple(t for t in op.source_turn_ids if t not in before.source_turn_ids)
@@ -167,6 +203,7 @@ class _Planner:
 
     def delete(self, i: int, op: Op) -> Change:
         before = self.live_target(i, op)
+        self.check_tier(i, op, before)
         after = before.model_copy(update=dict(deleted=True, deleted_at=self.now, updated_at=self.now, version=before.version + 1))
         return Change(i, op.op, before, after, self.event(EventType.DELETE, before, after))
 
@@ -190,7 +227,8 @@ def plan(
     limits: BankLimits = BankLimits(),
     new_id: Callable[[], uuid.UUID] = uuid.uuid4,
 ) -> Transition:
-    """Plan a batch. ``state`` holds at least every record the ops target, all in ``scope``.
+    """Plan a batch. ``state`` holds at least every record the ops target, all in ``scope``,
+    and the scope's live core record when an op adds one.
 
     Raises (and so writes nothing) on the first invalid op. ``seq`` is the last history
     sequence number used; events get ``seq + 1, seq + 2, ...``.
@@ -201,7 +239,7 @@ def plan(
         if not isinstance(op, Op):
             raise InvalidInput(f"ops[{i}]", f"expected an Op, got {type(op).__name__}")
         _check_limits(i, op, limits)
-    planner = _Planner(dict(state), scope, actor, now, seq, new_id)
+    planner = _Planner(dict(state), scope, actor, now, seq, new_id, limits)
     handlers = {OpType.ADD: planner.add, OpType.UPDATE: planner.update, OpType.DELETE: planner.delete, OpType.NOOP: planner.noop}
     changes = []
     for i, op in enumerate(ops):

@@ -29,7 +29,7 @@ from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
 from memsdk.errors import ClientClosed, InvalidInput, PolicyError
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import PolicyRegistry
-from memsdk.types import API_ACTOR, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Turn, utcnow
+from memsdk.types import API_ACTOR, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, utcnow
 
 __all__ = ["BaseClient", "TimedEmbedder", "Timings", "SCOPE_LOCK_STRIPES"]
 
@@ -205,7 +205,7 @@ class BaseClient:
             vector = self._embedder.embed([effect.query[:2000]])[0]
             hits: list[ScoredMemory] = []
             for scope in effect.scopes:
-                hits += self.bank.search_vector(scope, vector, limit=effect.limit_each)
+                hits += self.bank.search_vector(scope, vector, limit=effect.limit_each, tier=effect.tier)
         return hits
 
     def _apply(self, effect: Apply, timings: Timings) -> Any:
@@ -232,7 +232,7 @@ class BaseClient:
                 input={"turn": turn.model_dump(mode="json"), "context": [t.model_dump(mode="json") for t in context]},
                 calls=[c.to_dict() for c in outcome.calls],
                 ops=outcome.ops,
-                output={"facts": outcome.facts, "failures": outcome.failures, "fallback": outcome.fallback},
+                output={"facts": outcome.facts, "failures": outcome.failures, "fallback": outcome.fallback, "episodic_id": outcome.episodic_id and str(outcome.episodic_id)},
                 policy_versions=active.versions,
                 latency_s=latency,
                 started_at=utcnow() - timedelta(seconds=latency),
@@ -241,6 +241,7 @@ class BaseClient:
         )
         return IngestResult(
             trajectory_id=trajectory.id,
+            episodic_id=outcome.episodic_id,
             facts=outcome.facts,
             ops=outcome.ops,
             policy_versions=active.versions,
@@ -290,8 +291,8 @@ class BaseClient:
 
     # -- direct memory access (blocking; the async twin runs these in a thread) ------------------
 
-    def _add(self, text: str, scope: ScopeLike, metadata: dict[str, Any] | None) -> MemoryRecord:
-        op = self._op(lambda: Op.add(text, metadata=metadata or {}))
+    def _add(self, text: str, scope: ScopeLike, metadata: dict[str, Any] | None, tier: Tier | str = Tier.SEMANTIC) -> MemoryRecord:
+        op = self._op(lambda: Op.add(text, metadata=metadata or {}, tier=tier))
         return self.bank.apply(scope, [op], actor=API_ACTOR).records[0]
 
     def _update(self, memory_id: uuid.UUID | str, text: str, scope: ScopeLike) -> MemoryRecord:

@@ -19,11 +19,11 @@ from typing import IO, Any
 from tqdm import tqdm
 
 from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike
-from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, Extract, Search, answer_steps, ingest_steps, resume
+from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, Extract, Search, answer_steps, ingest_steps, resume, retrieve_steps
 from memsdk.client.results import AnswerResult, IngestResult
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.registry import ROLES
-from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Turn
+from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
 __all__ = ["AsyncMemoryClient"]
 
@@ -102,7 +102,7 @@ class AsyncMemoryClient(BaseClient):
         async with self._scope_locks[self._stripe(scope)]:
             seen, whose = self._context_of(scope)
             active = self._policies.active()
-            outcome = await self._run(ingest_steps(turn, seen, scope, active, self.config.related_k), timings)
+            outcome = await self._run(ingest_steps(turn, seen, scope, active, self.config.related_k, episodic=self.config.tiers), timings)
             self._context_for(scope).append((scope, turn))
         return await asyncio.to_thread(self._ingest_result, turn, seen, whose, scope, active, outcome, started, timings)
 
@@ -112,7 +112,7 @@ class AsyncMemoryClient(BaseClient):
         scopes = self._as_scopes(scope)
         started, timings = time.perf_counter(), Timings()
         active = self._policies.active()
-        outcome = await self._run(answer_steps(question, scopes, active, self.config.answer_k), timings)
+        outcome = await self._run(answer_steps(question, scopes, active, self.config.answer_k, tiers=self.config.tiers), timings)
         return await asyncio.to_thread(self._answer_result, question, scopes, active, outcome, started, timings)
 
     async def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
@@ -121,21 +121,26 @@ class AsyncMemoryClient(BaseClient):
 
     # -- direct memory access ------------------------------------------------------------------
 
-    async def search(self, query: str, *, scope: ScopeLike, limit: int = 10) -> list[ScoredMemory]:
+    async def search(self, query: str, *, scope: ScopeLike, limit: int = 10, tier: Tier | str | None = None) -> list[ScoredMemory]:
         self._check_open()
-        return await asyncio.to_thread(self.bank.search, scope, query, limit=limit)
+        return await asyncio.to_thread(self.bank.search, scope, query, limit=limit, tier=tier)
+
+    async def retrieve(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> list[ScoredMemory]:
+        self._check_open()
+        scopes = self._as_scopes(scope)
+        return await self._run(retrieve_steps(self._check_question(question), scopes, self.config.answer_k, tiers=self.config.tiers), Timings())
 
     async def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()
         return await asyncio.to_thread(self.bank.get, scope, memory_id)
 
-    async def list(self, *, scope: ScopeLike, include_deleted: bool = False, limit: int | None = None, offset: int = 0) -> list[MemoryRecord]:
+    async def list(self, *, scope: ScopeLike, include_deleted: bool = False, limit: int | None = None, offset: int = 0, tier: Tier | str | None = None) -> list[MemoryRecord]:
         self._check_open()
-        return await asyncio.to_thread(self.bank.list, scope, include_deleted=include_deleted, limit=limit, offset=offset)
+        return await asyncio.to_thread(self.bank.list, scope, include_deleted=include_deleted, limit=limit, offset=offset, tier=tier)
 
-    async def add(self, text: str, *, scope: ScopeLike, metadata: dict[str, Any] | None = None) -> MemoryRecord:
+    async def add(self, text: str, *, scope: ScopeLike, metadata: dict[str, Any] | None = None, tier: Tier | str = Tier.SEMANTIC) -> MemoryRecord:
         self._check_open()
-        return await asyncio.to_thread(self._add, text, scope, metadata)
+        return await asyncio.to_thread(self._add, text, scope, metadata, tier)
 
     async def update(self, memory_id: uuid.UUID | str, text: str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()

@@ -12,6 +12,11 @@ refuses it with `Conflict` when another writer changed that memory in between. T
 pipeline then searches again and asks the manager again on the fresh memories, up to
 `APPLY_ATTEMPTS` times; only then does the fact end in ``failures`` (never silently).
 
+Tiers (`memsdk.types.Tier`): ingest first writes the turn verbatim to the episodic tier,
+with no LLM, so whatever the policies do next the turn is kept; the manager then sees and
+changes only semantic memories. An answer is shown the scopes' core memories, then the
+semantic and episodic hits fused by reciprocal rank (`fuse`).
+
 The policies are captured once per call (`ActivePolicies`): a policy swapped in while a
 request is in flight takes effect from the next request on.
 """
@@ -26,13 +31,18 @@ from memsdk.errors import Conflict, MemoryNotFound
 from memsdk.interactions.types import AppliedOp
 from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall
 from memsdk.bank.transition import Transition
-from memsdk.types import Actor, Op, Scope, ScoredMemory, Turn
+from memsdk.dates import parse_when
+from memsdk.types import Actor, Op, OpType, Scope, ScoredMemory, Tier, Turn
 
-__all__ = ["APPLY_ATTEMPTS", "Done", "resume", "ActivePolicies", "Extract", "Search", "Decide", "Apply", "AnswerQuestion", "Effect", "IngestOutcome", "AnswerOutcome", "ingest_steps", "answer_steps"]
+__all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Extract", "Search", "Decide", "Apply", "AnswerQuestion", "Effect", "IngestOutcome", "AnswerOutcome", "ingest_steps", "answer_steps"]
 
 
 #: search -> decide -> apply rounds per fact before a fact that keeps conflicting is reported
 APPLY_ATTEMPTS = 4
+#: who writes episodic turns (the transition lets only it and the API add them)
+INGEST_ACTOR = Actor(role="ingest")
+#: reciprocal-rank constant of the tier fusion: score = sum over lists of 1 / (RRF_K + rank)
+RRF_K = 60
 
 
 @dataclass(frozen=True)
@@ -52,9 +62,12 @@ class Extract:
 
 @dataclass(frozen=True)
 class Search:
+    """The top ``limit_each`` live memories of each scope for ``query`` (of one tier, or all)."""
+
     scopes: Sequence[Scope]
     query: str
     limit_each: int
+    tier: Tier | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +118,7 @@ class IngestOutcome:
     calls: list[PolicyCall] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     fallback: bool = False
+    episodic_id: Any = None
 
 
 @dataclass
@@ -113,16 +127,37 @@ class AnswerOutcome:
     shown: list[ScoredMemory]
 
 
-def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: ActivePolicies, related_k: int) -> Generator[Effect, Any, IngestOutcome]:
-    """Extractor -> per fact: related memories -> manager -> `MemoryBank.apply` (Memory-R1's loop)."""
+def episode_op(turn: Turn) -> Op:
+    """The ADD that keeps a turn verbatim in the episodic tier. A timestamp that
+    `parse_when` cannot read is kept as text in the metadata, and still shown."""
+    when = parse_when(turn.timestamp)
+    raw = {"timestamp": str(turn.timestamp)} if turn.timestamp is not None and when is None else {}
+    turn_ids = (turn.turn_id,) if turn.turn_id else ()
+    return Op.add(turn.text, tier=Tier.EPISODIC, speaker=turn.speaker, occurred_at=when, source_turn_ids=turn_ids, metadata=raw)
+
+
+def _dated(ops: Sequence[Op], turn: Turn) -> list[Op]:
+    """Facts added from a turn happened when the turn did, unless the policy said otherwise."""
+    when = parse_when(turn.timestamp)
+    if when is None:
+        return list(ops)
+    return [op.model_copy(update={"occurred_at": when}) if op.op is OpType.ADD and op.occurred_at is None else op for op in ops]
+
+
+def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: ActivePolicies, related_k: int, *, episodic: bool = True) -> Generator[Effect, Any, IngestOutcome]:
+    """The turn into the episodic tier (no LLM), then Memory-R1's loop: extractor -> per fact:
+    related semantic memories -> manager -> `MemoryBank.apply`."""
     out = IngestOutcome()
+    if episodic:  # before any policy runs: a store failure here costs the turn, and says so
+        kept: Transition = yield Apply(scope, [episode_op(turn)], INGEST_ACTOR)
+        out.episodic_id = kept.records[0].id
     extraction: Extraction = yield Extract(policies.extractor, turn, context)
     out.facts, out.fallback = extraction.facts, extraction.fallback
     out.calls += extraction.calls
     turn_ids = [turn.turn_id] if turn.turn_id else []
     actor = Actor(role="manager", version=policies.versions["manager"])
     for fact in extraction.facts:
-        transition = yield from _settle(fact, scope, policies.manager, related_k, turn_ids, actor, out)
+        transition = yield from _settle(fact, turn, scope, policies.manager, related_k, turn_ids, actor, out)
         if transition is None:
             continue
         out.ops += [
@@ -136,11 +171,11 @@ def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: Ac
     return out
 
 
-def _settle(fact: str, scope: Scope, manager: Manager, related_k: int, turn_ids: Sequence[str], actor: Actor, out: IngestOutcome) -> Generator[Effect, Any, Transition | None]:
+def _settle(fact: str, turn: Turn, scope: Scope, manager: Manager, related_k: int, turn_ids: Sequence[str], actor: Actor, out: IngestOutcome) -> Generator[Effect, Any, Transition | None]:
     """One fact: related memories -> manager -> apply; from the search again when another
     writer changed a memory the decision read. The applied transition, or None."""
     for attempt in range(1, APPLY_ATTEMPTS + 1):
-        related: list[ScoredMemory] = yield Search([scope], fact, related_k)
+        related: list[ScoredMemory] = yield Search([scope], fact, related_k, Tier.SEMANTIC)
         decision: Decision = yield Decide(manager, [fact], related, turn_ids)
         out.calls += decision.calls
         out.fallback |= decision.fallback
@@ -148,7 +183,7 @@ def _settle(fact: str, scope: Scope, manager: Manager, related_k: int, turn_ids:
             out.failures += decision.rejected
             return None
         try:
-            transition: Transition = yield Apply(scope, decision.ops, actor)
+            transition: Transition = yield Apply(scope, _dated(decision.ops, turn), actor)
         except (MemoryNotFound, Conflict) as exc:
             if attempt < APPLY_ATTEMPTS:
                 continue  # the abandoned decision's rejections are not this fact's outcome
@@ -160,9 +195,51 @@ def _settle(fact: str, scope: Scope, manager: Manager, related_k: int, turn_ids:
     return None  # pragma: no cover - the loop always returns
 
 
-def answer_steps(question: str, scopes: Sequence[Scope], policies: ActivePolicies, answer_k: int) -> Generator[Effect, Any, AnswerOutcome]:
-    """Top ``answer_k / len(scopes)`` memories from each scope (per speaker), best first, then the answerer."""
-    hits: list[ScoredMemory] = yield Search(scopes, question, max(1, answer_k // len(scopes)))
-    shown = sorted(hits, key=lambda h: -h.score)
+def fuse(lists: Sequence[Sequence[ScoredMemory]], limit: int, k: int = RRF_K) -> list[ScoredMemory]:
+    """Reciprocal-rank fusion: score(m) = sum over the lists m is in of 1 / (k + rank), rank
+    0-based; the best ``limit``, with the fused score. A semantic fact that is only a copy of
+    one candidate turn (the heuristic extractor's "Speaker (on date): <turn>") is dropped:
+    it would spend the answerer's budget on the same words twice."""
+    said: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for hits in lists:
+        for m in hits:
+            if m.record.tier is Tier.EPISODIC:
+                said.setdefault((m.record.scope.key, m.record.source_turn_ids), []).append(m.record.text)
+    scores: dict[Any, float] = {}
+    found: dict[Any, ScoredMemory] = {}
+    for hits in lists:
+        for rank, m in enumerate(hits):
+            if m.record.tier is Tier.SEMANTIC and _copies(m.record.text, said.get((m.record.scope.key, m.record.source_turn_ids), ())):
+                continue
+            scores[m.record.id] = scores.get(m.record.id, 0.0) + 1.0 / (k + rank)
+            found[m.record.id] = m
+    best = sorted(scores, key=lambda i: -scores[i])[:limit]
+    return [ScoredMemory(record=found[i].record, score=scores[i]) for i in best]
+
+
+def _copies(fact: str, turns: Sequence[str]) -> bool:
+    """Whether ``fact`` is one of ``turns`` behind a header, not a merge of several ("a; b")."""
+    return any(fact.endswith(t) and ";" not in fact[: len(fact) - len(t)] for t in turns)
+
+
+def retrieve_steps(question: str, scopes: Sequence[Scope], k: int, *, tiers: bool = True) -> Generator[Effect, Any, list[ScoredMemory]]:
+    """What an answer is shown: each scope's core memory, then the best ``k`` of the semantic
+    and episodic hits (``k / len(scopes)`` of each tier per scope, as Memory-R1 takes 30 per
+    speaker), fused by rank. Without tiers: the top ``k / len(scopes)`` per scope by score."""
+    each = max(1, k // len(scopes))
+    if not tiers:
+        hits: list[ScoredMemory] = yield Search(scopes, question, each)
+        return sorted(hits, key=lambda h: -h.score)
+    core: list[ScoredMemory] = yield Search(scopes, question, 1, Tier.CORE)
+    lists = []
+    for tier in (Tier.SEMANTIC, Tier.EPISODIC):
+        found: list[ScoredMemory] = yield Search(scopes, question, each, tier)
+        lists += [[h for h in found if h.record.scope == s] for s in scopes]
+    return core + fuse(lists, k)
+
+
+def answer_steps(question: str, scopes: Sequence[Scope], policies: ActivePolicies, answer_k: int, *, tiers: bool = True) -> Generator[Effect, Any, AnswerOutcome]:
+    """`retrieve_steps`, then the answerer."""
+    shown = yield from retrieve_steps(question, scopes, answer_k, tiers=tiers)
     answer: Answer = yield AnswerQuestion(policies.answerer, question, shown)
     return AnswerOutcome(answer, shown)

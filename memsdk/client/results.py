@@ -16,6 +16,7 @@ class IngestResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     trajectory_id: uuid.UUID
+    episodic_id: uuid.UUID | None = Field(None, description="The turn's verbatim record in the episodic tier (None with tiers off).")
     facts: list[str]
     ops: list[AppliedOp] = Field(description="The ops that reached the bank, with before/after text.")
     policy_versions: dict[str, str]

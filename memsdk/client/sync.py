@@ -13,11 +13,11 @@ from typing import IO, Any
 from tqdm import tqdm
 
 from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike
-from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, Extract, Search, answer_steps, ingest_steps, resume
+from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, Extract, Search, answer_steps, ingest_steps, resume, retrieve_steps
 from memsdk.client.results import AnswerResult, IngestResult
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.registry import ROLES
-from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Turn
+from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
 __all__ = ["MemoryClient"]
 
@@ -101,7 +101,7 @@ class MemoryClient(BaseClient):
         with self._scope_locks[self._stripe(scope)]:
             seen, whose = self._context_of(scope)
             active = self._policies.active()
-            outcome = self._run(ingest_steps(turn, seen, scope, active, self.config.related_k), timings)
+            outcome = self._run(ingest_steps(turn, seen, scope, active, self.config.related_k, episodic=self.config.tiers), timings)
             self._context_for(scope).append((scope, turn))
         return self._ingest_result(turn, seen, whose, scope, active, outcome, started, timings)
 
@@ -113,7 +113,7 @@ class MemoryClient(BaseClient):
         scopes = self._as_scopes(scope)
         started, timings = time.perf_counter(), Timings()
         active = self._policies.active()
-        outcome = self._run(answer_steps(question, scopes, active, self.config.answer_k), timings)
+        outcome = self._run(answer_steps(question, scopes, active, self.config.answer_k, tiers=self.config.tiers), timings)
         return self._answer_result(question, scopes, active, outcome, started, timings)
 
     def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
@@ -123,21 +123,30 @@ class MemoryClient(BaseClient):
 
     # -- direct memory access ------------------------------------------------------------------
 
-    def search(self, query: str, *, scope: ScopeLike, limit: int = 10) -> list[ScoredMemory]:
+    def search(self, query: str, *, scope: ScopeLike, limit: int = 10, tier: Tier | str | None = None) -> list[ScoredMemory]:
+        """The scope's live memories nearest to ``query`` (of one tier, or of all)."""
         self._check_open()
-        return self.bank.search(scope, query, limit=limit)
+        return self.bank.search(scope, query, limit=limit, tier=tier)
+
+    def retrieve(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> list[ScoredMemory]:
+        """What `answer` would show the answerer for ``question``, best first, without asking it."""
+        self._check_open()
+        scopes = self._as_scopes(scope)
+        return self._run(retrieve_steps(self._check_question(question), scopes, self.config.answer_k, tiers=self.config.tiers), Timings())
 
     def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()
         return self.bank.get(scope, memory_id)
 
-    def list(self, *, scope: ScopeLike, include_deleted: bool = False, limit: int | None = None, offset: int = 0) -> list[MemoryRecord]:
+    def list(self, *, scope: ScopeLike, include_deleted: bool = False, limit: int | None = None, offset: int = 0, tier: Tier | str | None = None) -> list[MemoryRecord]:
         self._check_open()
-        return self.bank.list(scope, include_deleted=include_deleted, limit=limit, offset=offset)
+        return self.bank.list(scope, include_deleted=include_deleted, limit=limit, offset=offset, tier=tier)
 
-    def add(self, text: str, *, scope: ScopeLike, metadata: dict[str, Any] | None = None) -> MemoryRecord:
+    def add(self, text: str, *, scope: ScopeLike, metadata: dict[str, Any] | None = None, tier: Tier | str = Tier.SEMANTIC) -> MemoryRecord:
+        """Store a memory directly (no policy). ``tier="core"`` sets the scope's core memory
+        when it has none (`update` rewrites it)."""
         self._check_open()
-        return self._add(text, scope, metadata)
+        return self._add(text, scope, metadata, tier)
 
     def update(self, memory_id: uuid.UUID | str, text: str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()

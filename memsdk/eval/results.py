@@ -81,7 +81,7 @@ class ConversationResult(BaseModel):
     sample_id: str
     fingerprint: str = Field(description="EvalConfig.fingerprint() of the run that produced it.")
     turns: int
-    memories: int = Field(description="Live memories of both speakers after ingest.")
+    memories: int = Field(description="Live semantic memories (the manager's facts) of both speakers after ingest; episodic turns are not counted.")
     ingest: IngestStats
     questions: list[QuestionResult]
     policy_stats: dict[str, dict[str, int]] = Field(default_factory=dict)

@@ -6,8 +6,9 @@ Per conversation (`Evaluator.conversation`):
    sees the conversation's recent turns), filled turn by turn, in order, with the session
    timestamp on each turn: through `MemoryClient.ingest` (heuristic / llm), or each turn
    stored verbatim with its turn id and no LLM (raw-rag);
-2. retrieval: the question embedded once, the top max(k) of each speaker merged by score;
-   recall@k of the union of their source turn ids against the QA evidence ids;
+2. retrieval: what the answer path retrieves (`MemoryClient.retrieve`: core, then semantic
+   and episodic hits fused by rank; raw-rag: the top of each speaker merged by score);
+   recall@k of the source turn ids of its first k against the QA evidence ids;
 3. answer: `MemoryClient.answer` over both scopes (answer_k/2 each), scored F1 / BLEU-1 / EM.
    full-context instead puts the whole conversation in the prompt, or records why it cannot
    (it does not fit the model's context);
@@ -178,6 +179,7 @@ class Evaluator:
         client = MemoryClient(
             data_dir=data_dir, embedder=self.embedder, backend=backend, policies="llm" if llm_policies else "heuristic",
             model=self.config.model, answer_k=self.config.answer_k, related_k=self.config.related_k, context_turns=self.config.context_turns,
+            tiers=self.config.tiers and self.config.baseline != "raw-rag",
         )
         return client, backend
 
@@ -191,7 +193,7 @@ class Evaluator:
             answered = self._map(ask, questions, desc=f"{conv.sample_id} answer", unit="q")
             return ConversationResult(
                 sample_id=conv.sample_id, fingerprint=self.config.fingerprint(), turns=len(turns),
-                memories=sum(client.bank.count(s) for s in scopes), ingest=ingest, questions=answered,
+                memories=sum(client.bank.count(s, tier="semantic") for s in scopes), ingest=ingest, questions=answered,
                 policy_stats=client.policy_stats, wall_s=time.perf_counter() - started,
             )
         finally:
@@ -215,7 +217,7 @@ class Evaluator:
         """What an LLM ingest has cost so far, readable while it runs (hours on a CPU)."""
         progress = IngestProgress(
             sample_id=conv.sample_id, turns_total=of, ingest=stats,
-            memories=sum(client.bank.count(s) for s in speaker_scopes(conv)), policy_stats=client.policy_stats,
+            memories=sum(client.bank.count(s, tier="semantic") for s in speaker_scopes(conv)), policy_stats=client.policy_stats,
         )
         write_atomic(self._progress_path(conv), progress.model_dump_json(indent=2))
 
@@ -236,10 +238,8 @@ class Evaluator:
         return self._score(qa, r.text, recall=recall, latency_s=r.latency_s, llm_calls=_calls(counter) - before, prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens)
 
     def _recall(self, client: MemoryClient, scopes: Sequence[Scope], qa: LocomoQA) -> dict[int, float | None]:
-        """Evidence recall@k of pure retrieval: no LLM, the same embedding the answer path uses."""
-        vector = client.bank.embedder.embed([qa.question])[0]
-        hits = [h for s in scopes for h in client.bank.search_vector(s, vector, limit=max(self.config.recall_ks))]
-        ranked = [h.record.source_turn_ids for h in sorted(hits, key=lambda h: -h.score)]
+        """Evidence recall@k of what the answer path retrieves, before any LLM runs."""
+        ranked = [h.record.source_turn_ids for h in client.retrieve(qa.question, scope=list(scopes))]
         return {k: evidence_recall(ranked, qa.evidence, k) for k in self.config.recall_ks}
 
     # -- full-context answering -----------------------------------------------------------------

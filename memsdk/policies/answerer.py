@@ -70,7 +70,7 @@ class LLMAnswerer:
 
     @staticmethod
     def prompt_values(question: str, memories: Sequence[ScoredMemory]) -> dict[str, str]:
-        return {"question": question[:MAX_QUESTION_CHARS], "memories": render_memories(memories)}
+        return {"question": question[:MAX_QUESTION_CHARS], "memories": render_memories(memories, dated=True)}
 
     def _finish(self, value: AnswerOut | None, call: PolicyCall, memories: Sequence[ScoredMemory]) -> Answer:
         if value is None:

@@ -77,8 +77,11 @@ def grounded(text: str, sources: Sequence[str], minimum: float) -> bool:
     return len(words & support) / len(words) >= minimum
 
 
-def render_memories(memories: Sequence[ScoredMemory]) -> str:
-    return "\n".join(f"[{i}] {m.record.text[:MEMORY_CHARS]}" for i, m in enumerate(memories)) or "(none)"
+def render_memories(memories: Sequence[ScoredMemory], *, dated: bool = False) -> str:
+    """``[i] text`` per memory. ``dated``: with speaker and date (`MemoryRecord.render`), as
+    the answerer needs them; the manager sees the bare text it may rewrite."""
+    text = (lambda m: m.record.render()) if dated else (lambda m: m.record.text)
+    return "\n".join(f"[{i}] {text(m)[:MEMORY_CHARS]}" for i, m in enumerate(memories)) or "(none)"
 
 
 def to_ops(

@@ -27,7 +27,7 @@ VECTOR_NAME = "text"
 #: payload fields every transport indexes (keyword), because every query filters on them.
 #: ``state`` is "live" or "deleted" as a keyword, not a bool: qdrant-edge 0.9 turns
 #: ``MatchValue(False)`` into the integer 0, which never matches a stored bool.
-INDEXED_FIELDS = ("scope_key", "kind", "state", "memory_id")
+INDEXED_FIELDS = ("scope_key", "kind", "state", "memory_id", "tier")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,7 @@ class Where:
     ids: frozenset[str] | None = None
     deleted: bool | None = None
     memory_id: str | None = None
+    tier: str | None = None
 
     def __post_init__(self) -> None:
         # Defence in depth: the bank always passes a key; an empty one would match nothing in
@@ -58,6 +59,7 @@ class Where:
             and (self.ids is None or point_id in self.ids)
             and (self.deleted is None or payload.get("state") == self.state)
             and (self.memory_id is None or payload.get("memory_id") == self.memory_id)
+            and (self.tier is None or payload.get("tier") == self.tier)
         )
 
 

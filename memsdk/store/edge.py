@@ -38,6 +38,8 @@ from memsdk.store.base import INDEXED_FIELDS, VECTOR_NAME, Hit, Point, Where
 __all__ = ["EdgeTransport"]
 
 _PAGE = 1024
+#: the layout version in memsdk-store.json; 2 added the ``tier`` payload field
+FORMAT = 2
 
 
 def _filter(where: Where) -> qe.Filter:
@@ -51,6 +53,8 @@ def _filter(where: Where) -> qe.Filter:
         must.append(qe.FieldCondition(key="state", match=qe.MatchValue(where.state)))
     if where.memory_id is not None:
         must.append(qe.FieldCondition(key="memory_id", match=qe.MatchValue(where.memory_id)))
+    if where.tier is not None:
+        must.append(qe.FieldCondition(key="tier", match=qe.MatchValue(where.tier)))
     return qe.Filter(must=must)
 
 
@@ -123,6 +127,7 @@ class EdgeTransport:
             self._shard_name = self._current_name()
             self._remove_stale_shards()
             self._shard = self._open_shard(self.root / self._shard_name)
+            self._migrate()
             self._unindexed = self._count_unindexed()
         except BaseException:
             self._lock.release()
@@ -140,7 +145,19 @@ class EdgeTransport:
                     "open it with the embedder it was built with, or export and re-import"
                 )
         else:
-            _atomic_write(meta_path, json.dumps({"format": 1, "dim": self.dim}))
+            _atomic_write(meta_path, json.dumps({"format": FORMAT, "dim": self.dim}))
+
+    def _migrate(self) -> None:
+        """Format 1 (before tiers): every point gets ``tier: semantic`` and the tier index.
+        Idempotent, so a crash halfway is finished by the next open."""
+        meta_path = self.root / "memsdk-store.json"
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format", 1) >= FORMAT:
+            return
+        self._shard.update(qe.UpdateOperation.set_payload_by_filter(qe.Filter(must=[qe.IsEmptyCondition("tier")]), {"tier": "semantic"}))
+        self._shard.update(qe.UpdateOperation.create_field_index("tier", qe.KeywordIndexParams(is_tenant=False)))
+        self._shard.flush()
+        _atomic_write(meta_path, json.dumps({**meta, "format": FORMAT}))
 
     def _current_name(self) -> str:
         current = self.root / "CURRENT"

@@ -89,6 +89,8 @@ class QdrantClientTransport:
             must.append(m.FieldCondition(key="state", match=m.MatchValue(value=where.state)))
         if where.memory_id is not None:
             must.append(m.FieldCondition(key="memory_id", match=m.MatchValue(value=where.memory_id)))
+        if where.tier is not None:
+            must.append(m.FieldCondition(key="tier", match=m.MatchValue(value=where.tier)))
         return m.Filter(must=must)
 
     def upsert(self, points: Sequence[Point]) -> None:

@@ -33,7 +33,7 @@ def test_async_client_end_to_end(tmp_path) -> None:
             melanie = [{"speaker": "Melanie", "text": f"Melanie {t}"} for t in ["runs marathons", "bakes bread", "teaches yoga", "drives trucks", "grows tomatoes"]]
             a, b = await asyncio.gather(client.ingest(caroline, scope=CAROLINE, progress=False), client.ingest(melanie, scope=MELANIE, progress=False))
             assert len(a) == len(b) == 5
-            assert len(await client.list(scope=CAROLINE)) == 5 and len(await client.list(scope=MELANIE)) == 5
+            assert len(await client.list(scope=CAROLINE, tier="semantic")) == 5 and len(await client.list(scope=MELANIE, tier="episodic")) == 5
             answer = await client.answer("Who is painting sunsets?", scope=[CAROLINE, MELANIE])
             assert answer.retrieved == 10 and answer.evidence[0].scope.user_id == "caroline"
             await client.feedback(answer.answer_id, correct=True)
@@ -41,7 +41,7 @@ def test_async_client_end_to_end(tmp_path) -> None:
             await client.delete(rec.id, scope=CAROLINE)
             await client.restore(rec.id, scope=CAROLINE)
             assert [e.event for e in await client.history(rec.id, scope=CAROLINE)] == ["ADD", "DELETE", "RESTORE"]
-            assert await client.erase(scope=MELANIE) == 5
+            assert await client.erase(scope=MELANIE) == 10  # five turns, each kept verbatim and as a fact
         with pytest.raises(ClientClosed):
             await client.search("x", scope=CAROLINE)
 

@@ -37,7 +37,8 @@ def _replay(events: list[HistoryEvent], current: dict[uuid.UUID, MemoryRecord]) 
             state[e.memory_id] = MemoryRecord(
                 id=e.memory_id, text=text, scope=e.scope, created_at=e.at, updated_at=e.at, version=e.version,
                 source_turn_ids=now.source_turn_ids if now else (), metadata=now.metadata if now else {},
-                content_hash=content_hash(text),
+                content_hash=content_hash(text), tier=e.tier,
+                speaker=now.speaker if now else None, occurred_at=now.occurred_at if now else None,
             )
             continue
         text = e.after if e.after is not None else prev.text
@@ -75,6 +76,7 @@ def log_states(log: InteractionLog, bank: MemoryBank, *, scope: Scope | None = N
         if t.kind != "ingest" or not t.output.get("facts") or t.started_at is None:
             continue
         written = {str(op.memory_id) for op in t.ops if op.memory_id is not None and op.changed}
+        written |= {t.output["episodic_id"]} if t.output.get("episodic_id") else set()  # answers cite the turn itself too
         qa = _linked_qa([a for a in answers if a.scope == t.scope and a.created_at > t.created_at], written)
         if not qa:
             continue

@@ -31,7 +31,7 @@ from memsdk.policies.parsing import parse
 from memsdk.policies.manager import to_ops
 from memsdk.policies.base import Request
 from memsdk.policies.schemas import ManagerDecision
-from memsdk.types import Actor, Op, Scope, ScoredMemory
+from memsdk.types import Actor, Op, Scope, ScoredMemory, Tier
 
 from .judge import Metric, QAOutcome, answer_questions, mean_score, sample_qa
 from .state import MemoryState
@@ -113,13 +113,13 @@ class Group:
 
 
 def retrieve_related(bank: MemoryBank, scope: Scope, facts: Sequence[str], k: int) -> list[ScoredMemory]:
-    """The k memories most similar to any of ``facts``: per-fact top-k, merged by best score.
-
-    For one fact this is exactly ``bank.search(scope, fact, limit=k)``.
+    """The k semantic memories most similar to any of ``facts``: per-fact top-k, merged by
+    best score. For one fact this is exactly the runtime's lookup, ``bank.search(scope, fact,
+    limit=k, tier="semantic")``: the manager never sees (or rewrites) episodic turns.
     """
     best: dict[object, ScoredMemory] = {}
     for fact in facts:
-        for hit in bank.search(scope, fact, limit=k):
+        for hit in bank.search(scope, fact, limit=k, tier=Tier.SEMANTIC):
             if hit.record.id not in best or hit.score > best[hit.record.id].score:
                 best[hit.record.id] = hit
     return sorted(best.values(), key=lambda h: -h.score)[:k]

@@ -27,9 +27,10 @@ def test_log_states_rebuild_the_bank_before_each_ingest(tmp_path) -> None:
         (state,) = states
         assert [q.answer for q in state.qa] == ["a school in Boston"]
         assert state.facts == tuple(results[1].facts)
-        texts = [r.text for r in state.bank.records()]
+        texts = [r.text for r in state.bank.records() if r.tier == "semantic"]
         assert texts == [results[0].facts[0]]  # only the earlier turn, as it was then (before the UPDATE)
+        assert [r.text for r in state.bank.records() if r.tier == "episodic"] == [turns[0]["text"]]
         assert history_violations(state.bank) == []
 
         later = bank_before(client.bank, client.bank.list(SCOPE)[0].scope, client.bank.history(SCOPE)[-1].at)
-        assert len(later.records()) == 3 and history_violations(later) == []
+        assert len(later.records()) == 6 and history_violations(later) == []
