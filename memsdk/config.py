@@ -40,6 +40,7 @@ class ClientConfig(BaseModel):
     answer_k: int = Field(60, ge=1, le=200, description="Memories shown to the answerer, split evenly across scopes.")
     max_turn_chars: int = Field(20_000, ge=1, description="Longer turns are rejected; the extractor sees the first 1,500.")
     context_turns: int = Field(2, ge=0, le=20)
+    hybrid: bool = Field(True, description="Answer retrieval fuses dense (MiniLM) and BM25 rankings inside Qdrant; False: dense only.")
     tiers: bool = Field(True, description="Keep every turn verbatim in the episodic tier and answer from core + semantic + episodic; False: semantic facts only (the single-tier design, for comparison).")
     log_interactions: bool = Field(True, description="Record every ingest and answer for training.")
     embedder_threads: int = Field(1, ge=1)

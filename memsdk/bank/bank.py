@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from memsdk.bank import codec
 from memsdk.bank.transition import BankLimits, Transition, plan, plan_restore
 from memsdk.embedding.base import Embedder
+from memsdk.embedding.bm25 import Bm25Encoder
 from memsdk.errors import EmbedderError, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
 from memsdk.store.base import StoreTransport
 from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, utcnow
@@ -114,6 +115,7 @@ class MemoryBank:
         self._clock = clock
         self._write_lock = threading.RLock()
         self._seq = 0
+        self._bm25: Bm25Encoder | None = None
 
     @classmethod
     def open(
@@ -159,6 +161,12 @@ class MemoryBank:
             self._commit(transition, {points[0].id: points[0].vector})
         return transition.records[0]
 
+    @property
+    def bm25(self) -> Bm25Encoder:
+        if self._bm25 is None:  # built on first use: `import memsdk` must not load the engine
+            self._bm25 = Bm25Encoder()
+        return self._bm25
+
     def _next_seq(self) -> int:
         # Wall-clock nanoseconds keep the order across restarts; max() keeps it strict
         # within a process when the clock stalls or steps back.
@@ -171,7 +179,8 @@ class MemoryBank:
         reembed = {e.memory_id for e in transition.events if e.event in (EventType.ADD, EventType.UPDATE)}
         fresh = [r for r in records if r.id in reembed]
         vectors = dict(vectors) | {str(r.id): v for r, v in zip(fresh, self._embed([r.render() for r in fresh]))}
-        points = [codec.record_point(r, vectors[str(r.id)]) for r in records]
+        # BM25 costs microseconds, so every written record gets its sparse vector afresh
+        points = [codec.record_point(r, vectors[str(r.id)], self.bm25.document(r.render())) for r in records]
         points += [codec.event_point(e) for e in transition.events]
         self.transport.upsert(points)  # one engine operation: records and their history together
         if transition.events:
@@ -218,16 +227,21 @@ class MemoryBank:
     def count(self, scope: ScopeLike, *, include_deleted: bool = False, tier: Tier | str | None = None) -> int:
         return self.transport.count(codec.memories(as_scope(scope), deleted=None if include_deleted else False, tier=as_tier(tier)))
 
-    def search(self, scope: ScopeLike, query: str, *, limit: int = 10, tier: Tier | str | None = None) -> list[ScoredMemory]:
+    def search(self, scope: ScopeLike, query: str, *, limit: int = 10, tier: Tier | str | None = None, hybrid: bool = False) -> list[ScoredMemory]:
+        """The live memories nearest to ``query``. Dense: the score is a cosine similarity.
+        ``hybrid``: dense and BM25 rankings fused by rank inside the engine (names, numbers
+        and rare words count), and the score is the fused one (higher is better, not a cosine)."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query", "must be a non-empty string")
         scope = as_scope(scope)
-        return self.search_vector(scope, self._embed([query])[0], limit=limit, tier=tier)
+        return self.search_vector(scope, self._embed([query])[0], limit=limit, tier=tier, text=query if hybrid else None)
 
-    def search_vector(self, scope: ScopeLike, vector: np.ndarray, *, limit: int = 10, tier: Tier | str | None = None) -> list[ScoredMemory]:
+    def search_vector(self, scope: ScopeLike, vector: np.ndarray, *, limit: int = 10, tier: Tier | str | None = None, text: str | None = None) -> list[ScoredMemory]:
+        """`search` with the query already embedded; ``text`` (the query's words) makes it hybrid."""
         scope = as_scope(scope)
         _count("limit", limit, low=1, high=self.limits.max_search_limit)
-        hits = self.transport.search(vector, codec.memories(scope, deleted=False, tier=as_tier(tier)), limit)
+        sparse = None if text is None else self.bm25.query(text)
+        hits = self.transport.search(vector, codec.memories(scope, deleted=False, tier=as_tier(tier)), limit, sparse=sparse)
         return [ScoredMemory(record=codec.decode_record(h.point), score=h.score) for h in hits]
 
     def history(self, scope: ScopeLike, memory_id: uuid.UUID | str | None = None) -> list[HistoryEvent]:
@@ -292,7 +306,7 @@ class MemoryBank:
             taken = self.transport.existing_ids(ids)
             if taken:
                 raise ImportConflict("ids", f"{len(taken)} of this file's ids already exist in the store (import it into another scope for fresh ids); nothing was imported")
-            points = [codec.record_point(r, v) for r, v in zip(records, self._embed([r.render() for r in records]))]
+            points = [codec.record_point(r, v, self.bm25.document(r.render())) for r, v in zip(records, self._embed([r.render() for r in records]))]
             self.transport.upsert(points + [codec.event_point(e) for e in events])
             self._seq = max([self._seq, *(e.seq for e in events)])
         return len(records)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memsdk.store.base import Point, Where
+from memsdk.store.base import Point, Sparse, Where
 from memsdk.types import HistoryEvent, MemoryRecord, Scope
 
 __all__ = ["record_point", "event_point", "decode_record", "decode_event", "memories", "events"]
@@ -26,10 +26,10 @@ def events(scope: Scope, **conditions: object) -> Where:
     return Where(scope_key=scope.key, kind="event", **conditions)  # type: ignore[arg-type]
 
 
-def record_point(record: MemoryRecord, vector: np.ndarray) -> Point:
+def record_point(record: MemoryRecord, vector: np.ndarray, sparse: Sparse | None = None) -> Point:
     payload = record.model_dump(mode="json")
     payload.update(kind="memory", scope_key=record.scope.key, state="deleted" if record.deleted else "live")
-    return Point(str(record.id), payload, vector)
+    return Point(str(record.id), payload, vector, sparse)
 
 
 def event_point(event: HistoryEvent) -> Point:

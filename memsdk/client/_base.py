@@ -205,7 +205,7 @@ class BaseClient:
             vector = self._embedder.embed([effect.query[:2000]])[0]
             hits: list[ScoredMemory] = []
             for scope in effect.scopes:
-                hits += self.bank.search_vector(scope, vector, limit=effect.limit_each, tier=effect.tier)
+                hits += self.bank.search_vector(scope, vector, limit=effect.limit_each, tier=effect.tier, text=effect.query[:2000] if effect.hybrid else None)
         return hits
 
     def _apply(self, effect: Apply, timings: Timings) -> Any:

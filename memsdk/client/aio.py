@@ -112,7 +112,7 @@ class AsyncMemoryClient(BaseClient):
         scopes = self._as_scopes(scope)
         started, timings = time.perf_counter(), Timings()
         active = self._policies.active()
-        outcome = await self._run(answer_steps(question, scopes, active, self.config.answer_k, tiers=self.config.tiers), timings)
+        outcome = await self._run(answer_steps(question, scopes, active, self.config.answer_k, tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
         return await asyncio.to_thread(self._answer_result, question, scopes, active, outcome, started, timings)
 
     async def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
@@ -121,14 +121,14 @@ class AsyncMemoryClient(BaseClient):
 
     # -- direct memory access ------------------------------------------------------------------
 
-    async def search(self, query: str, *, scope: ScopeLike, limit: int = 10, tier: Tier | str | None = None) -> list[ScoredMemory]:
+    async def search(self, query: str, *, scope: ScopeLike, limit: int = 10, tier: Tier | str | None = None, hybrid: bool = False) -> list[ScoredMemory]:
         self._check_open()
-        return await asyncio.to_thread(self.bank.search, scope, query, limit=limit, tier=tier)
+        return await asyncio.to_thread(self.bank.search, scope, query, limit=limit, tier=tier, hybrid=hybrid)
 
     async def retrieve(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> list[ScoredMemory]:
         self._check_open()
         scopes = self._as_scopes(scope)
-        return await self._run(retrieve_steps(self._check_question(question), scopes, self.config.answer_k, tiers=self.config.tiers), Timings())
+        return await self._run(retrieve_steps(self._check_question(question), scopes, self.config.answer_k, tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
 
     async def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()

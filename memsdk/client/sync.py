@@ -113,7 +113,7 @@ class MemoryClient(BaseClient):
         scopes = self._as_scopes(scope)
         started, timings = time.perf_counter(), Timings()
         active = self._policies.active()
-        outcome = self._run(answer_steps(question, scopes, active, self.config.answer_k, tiers=self.config.tiers), timings)
+        outcome = self._run(answer_steps(question, scopes, active, self.config.answer_k, tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
         return self._answer_result(question, scopes, active, outcome, started, timings)
 
     def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
@@ -123,16 +123,17 @@ class MemoryClient(BaseClient):
 
     # -- direct memory access ------------------------------------------------------------------
 
-    def search(self, query: str, *, scope: ScopeLike, limit: int = 10, tier: Tier | str | None = None) -> list[ScoredMemory]:
-        """The scope's live memories nearest to ``query`` (of one tier, or of all)."""
+    def search(self, query: str, *, scope: ScopeLike, limit: int = 10, tier: Tier | str | None = None, hybrid: bool = False) -> list[ScoredMemory]:
+        """The scope's live memories nearest to ``query`` (of one tier, or of all); ``hybrid``:
+        dense + BM25 fused by rank, with fused scores (`MemoryBank.search`)."""
         self._check_open()
-        return self.bank.search(scope, query, limit=limit, tier=tier)
+        return self.bank.search(scope, query, limit=limit, tier=tier, hybrid=hybrid)
 
     def retrieve(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> list[ScoredMemory]:
         """What `answer` would show the answerer for ``question``, best first, without asking it."""
         self._check_open()
         scopes = self._as_scopes(scope)
-        return self._run(retrieve_steps(self._check_question(question), scopes, self.config.answer_k, tiers=self.config.tiers), Timings())
+        return self._run(retrieve_steps(self._check_question(question), scopes, self.config.answer_k, tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
 
     def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()

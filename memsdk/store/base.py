@@ -17,12 +17,23 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Kind", "Where", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "INDEXED_FIELDS"]
+__all__ = ["Kind", "Where", "Sparse", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "SPARSE_NAME", "RRF_K", "INDEXED_FIELDS", "prefetch_limit"]
 
 Kind = Literal["memory", "event"]
 
 #: the name of the dense vector on memory points (events carry none)
 VECTOR_NAME = "text"
+#: the name of the BM25 sparse vector on memory points (IDF applied by the engine)
+SPARSE_NAME = "bm25"
+#: hybrid search fuses the dense and the BM25 ranking by 1 / (RRF_K + rank), rank 0-based;
+#: 2 is Qdrant server's default and measured best on LoCoMo turns (NOTES.md)
+RRF_K = 2
+
+
+def prefetch_limit(limit: int) -> int:
+    """Candidates each half of a hybrid search ranks before fusion: deep enough that a
+    memory ranked low by one half but high by the other still meets the fusion."""
+    return max(4 * limit, 200)
 
 #: payload fields every transport indexes (keyword), because every query filters on them.
 #: ``state`` is "live" or "deleted" as a keyword, not a bool: qdrant-edge 0.9 turns
@@ -64,10 +75,19 @@ class Where:
 
 
 @dataclass(frozen=True, slots=True)
+class Sparse:
+    """A sparse vector: term ids and their weights."""
+
+    indices: tuple[int, ...]
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Point:
     id: str
     payload: dict
     vector: np.ndarray | None = None  # float32 [dim], memories only
+    sparse: Sparse | None = None  # BM25 term frequencies, memories only
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +106,14 @@ class StoreTransport(Protocol):
         """Write all points in one engine operation (one WAL entry where the engine has one)."""
         ...
 
-    def search(self, vector: np.ndarray, where: Where, limit: int) -> list[Hit]:
-        """Nearest points by cosine similarity, best first."""
+    def search(self, vector: np.ndarray, where: Where, limit: int, *, sparse: Sparse | None = None) -> list[Hit]:
+        """Nearest points by cosine similarity, best first. With ``sparse`` (a BM25 query),
+        hybrid: the dense and the BM25 rankings (IDF over the points ``where`` matches) fused
+        by reciprocal rank, `RRF_K`; the score is then the fused one, not a cosine."""
         ...
 
     def scroll(self, where: Where, *, with_vectors: bool = False) -> Iterable[Point]:
-        """Every matching point, in no particular order."""
+        """Every matching point, in no particular order; ``with_vectors``: dense and sparse."""
         ...
 
     def count(self, where: Where) -> int: ...

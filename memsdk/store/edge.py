@@ -33,7 +33,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from memsdk.errors import StoreError, StoreLocked
-from memsdk.store.base import INDEXED_FIELDS, VECTOR_NAME, Hit, Point, Where
+from memsdk.store.base import INDEXED_FIELDS, RRF_K, SPARSE_NAME, VECTOR_NAME, Hit, Point, Sparse, Where, prefetch_limit
 
 __all__ = ["EdgeTransport"]
 
@@ -59,14 +59,18 @@ def _filter(where: Where) -> qe.Filter:
 
 
 def _point(rec: Any, with_vectors: bool) -> Point:
-    vector = None
+    vector = sparse = None
     if with_vectors and rec.vector and VECTOR_NAME in rec.vector:
         vector = np.asarray(rec.vector[VECTOR_NAME], dtype=np.float32)
-    return Point(str(rec.id), dict(rec.payload or {}), vector)
+    if with_vectors and rec.vector and SPARSE_NAME in rec.vector:
+        sparse = Sparse(tuple(rec.vector[SPARSE_NAME].indices), tuple(rec.vector[SPARSE_NAME].values))
+    return Point(str(rec.id), dict(rec.payload or {}), vector, sparse)
 
 
 def _edge_point(p: Point) -> qe.Point:
-    vector = {} if p.vector is None else {VECTOR_NAME: p.vector.astype(np.float32).tolist()}
+    vector: dict[str, Any] = {} if p.vector is None else {VECTOR_NAME: p.vector.astype(np.float32).tolist()}
+    if p.sparse is not None:
+        vector[SPARSE_NAME] = qe.SparseVector(list(p.sparse.indices), list(p.sparse.values))
     return qe.Point(p.id, vector, p.payload)
 
 
@@ -147,17 +151,21 @@ class EdgeTransport:
         else:
             _atomic_write(meta_path, json.dumps({"format": FORMAT, "dim": self.dim}))
 
+    def _format(self) -> int:
+        return int(json.loads((self.root / "memsdk-store.json").read_text()).get("format", 1))
+
     def _migrate(self) -> None:
-        """Format 1 (before tiers): every point gets ``tier: semantic`` and the tier index.
-        Idempotent, so a crash halfway is finished by the next open."""
-        meta_path = self.root / "memsdk-store.json"
-        meta = json.loads(meta_path.read_text())
-        if meta.get("format", 1) >= FORMAT:
+        """Format 1 (before tiers) -> 2: every point gets ``tier: semantic``, then the shard is
+        rebuilt (as `purge` does) with the tier index and the BM25 sparse vector config.
+        Old memories have no BM25 vector, so hybrid search finds them by the dense half only
+        until they are re-imported. Each step is idempotent: a crash is finished next open."""
+        if self._format() >= FORMAT:
             return
         self._shard.update(qe.UpdateOperation.set_payload_by_filter(qe.Filter(must=[qe.IsEmptyCondition("tier")]), {"tier": "semantic"}))
-        self._shard.update(qe.UpdateOperation.create_field_index("tier", qe.KeywordIndexParams(is_tenant=False)))
         self._shard.flush()
-        _atomic_write(meta_path, json.dumps({**meta, "format": FORMAT}))
+        self.purge()
+        meta_path = self.root / "memsdk-store.json"
+        _atomic_write(meta_path, json.dumps({**json.loads(meta_path.read_text()), "format": FORMAT}))
 
     def _current_name(self) -> str:
         current = self.root / "CURRENT"
@@ -171,16 +179,18 @@ class EdgeTransport:
             if child.name != self._shard_name:
                 shutil.rmtree(child, ignore_errors=True)
 
-    def _config(self) -> qe.EdgeConfig:
+    def _config(self, *, sparse: bool = True) -> qe.EdgeConfig:
         return qe.EdgeConfig(
             vectors={VECTOR_NAME: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE_NAME: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if sparse else None,
             max_search_threads=self._search_threads,
         )
 
     def _open_shard(self, path: Path) -> qe.EdgeShard:
         try:
             if (path / "edge_config.json").exists():
-                return qe.EdgeShard.load(str(path), self._config())
+                # a format-1 shard has no sparse vectors yet: `_migrate` rebuilds it with them
+                return qe.EdgeShard.load(str(path), self._config(sparse=self._format() >= FORMAT))
             shard = qe.EdgeShard.create(str(path), self._config())
             for field in INDEXED_FIELDS:
                 params = qe.KeywordIndexParams(is_tenant=field == "scope_key")
@@ -224,16 +234,26 @@ class EdgeTransport:
             self._indexer.join()
             self._indexer = None
 
-    def search(self, vector: np.ndarray, where: Where, limit: int) -> list[Hit]:
+    def search(self, vector: np.ndarray, where: Where, limit: int, *, sparse: Sparse | None = None) -> list[Hit]:
         if limit <= 0:
             return []
-        request = qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=VECTOR_NAME),
-            filter=_filter(where),
-            with_payload=True,
-            with_vector=False,
-        )
+        flt = _filter(where)
+        dense = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=VECTOR_NAME)
+        if sparse is None:
+            request = qe.QueryRequest(limit=limit, query=dense, filter=flt, with_payload=True, with_vector=False)
+        else:
+            depth = prefetch_limit(limit)
+            bm25 = qe.Query.Nearest(qe.SparseVector(list(sparse.indices), list(sparse.values)), using=SPARSE_NAME)
+            # IDF over the caller's scope, not the whole shard (other users' words must not weigh in)
+            per_scope = qe.SearchParams(idf=qe.IdfParams(corpus=flt))
+            request = qe.QueryRequest(
+                limit=limit,
+                prefetches=[qe.Prefetch(limit=depth, query=dense, filter=flt), qe.Prefetch(limit=depth, query=bm25, filter=flt, params=per_scope)],
+                query=qe.Fusion.Rrf(k=RRF_K),
+                filter=flt,
+                with_payload=True,
+                with_vector=False,
+            )
         try:
             found = self._shard.query(request)
         except Exception as exc:
@@ -243,7 +263,7 @@ class EdgeTransport:
     def scroll(self, where: Where, *, with_vectors: bool = False) -> Iterator[Point]:
         offset = None
         flt = _filter(where)
-        with_vector: Any = [VECTOR_NAME] if with_vectors else False
+        with_vector: Any = [VECTOR_NAME, SPARSE_NAME] if with_vectors else False
         while True:
             try:
                 page, offset = self._shard.scroll(

@@ -7,11 +7,12 @@ them safely.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from memsdk.store.base import Hit, Point, Where
+from memsdk.store.base import RRF_K, Hit, Point, Sparse, Where, prefetch_limit
 
 __all__ = ["InMemoryTransport"]
 
@@ -34,16 +35,21 @@ class InMemoryTransport:
             candidates = self._points.values()
         return [p for p in candidates if where.matches(p.id, p.payload)]
 
-    def search(self, vector: np.ndarray, where: Where, limit: int) -> list[Hit]:
+    def search(self, vector: np.ndarray, where: Where, limit: int, *, sparse: Sparse | None = None) -> list[Hit]:
         pts = [p for p in self._matching(where) if p.vector is not None]
         if not pts or limit <= 0:
             return []
-        matrix = np.stack([p.vector for p in pts])  # [N, dim]
-        q = np.asarray(vector, dtype=np.float32)
-        norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
-        scores = matrix @ q / np.where(norms == 0, 1.0, norms)  # cosine, like Qdrant's Cosine
-        top = np.argsort(-scores, kind="stable")[:limit]
-        return [Hit(pts[i], float(scores[i])) for i in top]
+        if sparse is None:
+            return _dense(pts, vector, limit)
+        # Qdrant's semantics, written out: two prefetches fused by reciprocal rank
+        depth = prefetch_limit(limit)
+        fused: dict[str, float] = {}
+        for ranked in (_dense(pts, vector, depth), _bm25(pts, sparse, depth)):
+            for rank, hit in enumerate(ranked):
+                fused[hit.point.id] = fused.get(hit.point.id, 0.0) + 1.0 / (RRF_K + rank)
+        by_id = {p.id: p for p in pts}
+        best = sorted(fused, key=lambda i: -fused[i])[:limit]
+        return [Hit(by_id[i], fused[i]) for i in best]
 
     def scroll(self, where: Where, *, with_vectors: bool = False) -> list[Point]:
         return self._matching(where)
@@ -65,3 +71,23 @@ class InMemoryTransport:
 
     def close(self) -> None:
         self._points = {}
+
+
+def _dense(pts: list[Point], vector: np.ndarray, limit: int) -> list[Hit]:
+    matrix = np.stack([p.vector for p in pts])  # [N, dim]
+    q = np.asarray(vector, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
+    scores = matrix @ q / np.where(norms == 0, 1.0, norms)  # cosine, like Qdrant's Cosine
+    top = np.argsort(-scores, kind="stable")[:limit]
+    return [Hit(pts[i], float(scores[i])) for i in top]
+
+
+def _bm25(pts: list[Point], query: Sparse, limit: int) -> list[Hit]:
+    """Dot product of the query with each document's BM25 term weights, every term weighted
+    by its IDF over ``pts`` (Qdrant's IDF modifier: ln(1 + (N - n + 0.5) / (n + 0.5)))."""
+    docs = [(p, dict(zip(p.sparse.indices, p.sparse.values))) for p in pts if p.sparse is not None]
+    n = {t: sum(t in terms for _, terms in docs) for t in query.indices}
+    idf = {t: math.log(1 + (len(docs) - n[t] + 0.5) / (n[t] + 0.5)) for t in query.indices}
+    scored = [(sum(w * idf[t] * terms.get(t, 0.0) for t, w in zip(query.indices, query.values)), i, p) for i, (p, terms) in enumerate(docs)]
+    scored = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))[:limit]
+    return [Hit(p, score) for score, _, p in scored]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from memsdk.errors import StoreError, StoreLocked, StoreUnavailable
-from memsdk.store.base import INDEXED_FIELDS, VECTOR_NAME, Hit, Point, Where
+from memsdk.store.base import INDEXED_FIELDS, RRF_K, SPARSE_NAME, VECTOR_NAME, Hit, Point, Sparse, Where, prefetch_limit
 
 __all__ = ["QdrantClientTransport"]
 
@@ -66,11 +66,15 @@ class QdrantClientTransport:
             size = vectors[VECTOR_NAME].size if isinstance(vectors, dict) else None
             if size != self.dim:
                 raise StoreError(f"collection {self.collection!r} holds {size}-d vectors, the embedder makes {self.dim}-d")
+            # a collection made before hybrid search has no BM25 vector: it stays dense-only
+            self.hybrid = SPARSE_NAME in (info.config.params.sparse_vectors or {})
             return
         self._client.create_collection(
             self.collection,
             vectors_config={VECTOR_NAME: m.VectorParams(size=self.dim, distance=m.Distance.COSINE)},
+            sparse_vectors_config={SPARSE_NAME: m.SparseVectorParams(modifier=m.Modifier.IDF)},
         )
+        self.hybrid = True
         if self._client.init_options.get("url") is None:
             return  # local mode ignores payload indexes (and warns about them)
         for field in INDEXED_FIELDS:
@@ -96,29 +100,35 @@ class QdrantClientTransport:
     def upsert(self, points: Sequence[Point]) -> None:
         if not points:
             return
-        structs = [
-            self._m.PointStruct(
-                id=p.id,
-                vector={} if p.vector is None else {VECTOR_NAME: np.asarray(p.vector, dtype=np.float32).tolist()},
-                payload=p.payload,
-            )
-            for p in points
-        ]
+        structs = [self._m.PointStruct(id=p.id, vector=self._vectors(p), payload=p.payload) for p in points]
         # one request: a server applies it as one WAL entry per shard
         self._call(self._client.upsert, self.collection, structs, wait=True)
 
-    def search(self, vector: np.ndarray, where: Where, limit: int) -> list[Hit]:
+    def _vectors(self, p: Point) -> dict[str, Any]:
+        out: dict[str, Any] = {} if p.vector is None else {VECTOR_NAME: np.asarray(p.vector, dtype=np.float32).tolist()}
+        if p.sparse is not None and self.hybrid:
+            out[SPARSE_NAME] = self._m.SparseVector(indices=list(p.sparse.indices), values=list(p.sparse.values))
+        return out
+
+    def search(self, vector: np.ndarray, where: Where, limit: int, *, sparse: Sparse | None = None) -> list[Hit]:
         if limit <= 0:
             return []
-        res = self._call(
-            self._client.query_points,
-            self.collection,
-            query=np.asarray(vector, dtype=np.float32).tolist(),
-            using=VECTOR_NAME,
-            query_filter=self._filter(where),
-            limit=limit,
-            with_payload=True,
-        )
+        m, flt = self._m, self._filter(where)
+        dense = np.asarray(vector, dtype=np.float32).tolist()
+        if sparse is None or not self.hybrid:
+            query: dict[str, Any] = {"query": dense, "using": VECTOR_NAME}
+        else:
+            depth = prefetch_limit(limit)
+            bm25 = m.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+            query = {
+                "prefetch": [
+                    m.Prefetch(query=dense, using=VECTOR_NAME, filter=flt, limit=depth),
+                    # IDF over the caller's scope, not the whole collection
+                    m.Prefetch(query=bm25, using=SPARSE_NAME, filter=flt, limit=depth, params=m.SearchParams(idf=m.IdfParams(corpus=flt))),
+                ],
+                "query": m.RrfQuery(rrf=m.Rrf(k=RRF_K)),
+            }
+        res = self._call(self._client.query_points, self.collection, query_filter=flt, limit=limit, with_payload=True, **query)
         return [Hit(Point(str(p.id), dict(p.payload or {})), float(p.score)) for p in res.points]
 
     def scroll(self, where: Where, *, with_vectors: bool = False) -> Iterator[Point]:
@@ -132,13 +142,15 @@ class QdrantClientTransport:
                 limit=_PAGE,
                 offset=offset,
                 with_payload=True,
-                with_vectors=[VECTOR_NAME] if with_vectors else False,
+                with_vectors=[VECTOR_NAME, SPARSE_NAME] if with_vectors and self.hybrid else [VECTOR_NAME] if with_vectors else False,
             )
             for r in page:
-                vec = None
+                vec = sparse = None
                 if with_vectors and isinstance(r.vector, dict) and VECTOR_NAME in r.vector:
                     vec = np.asarray(r.vector[VECTOR_NAME], dtype=np.float32)
-                yield Point(str(r.id), dict(r.payload or {}), vec)
+                if with_vectors and isinstance(r.vector, dict) and SPARSE_NAME in r.vector:
+                    sparse = Sparse(tuple(r.vector[SPARSE_NAME].indices), tuple(r.vector[SPARSE_NAME].values))
+                yield Point(str(r.id), dict(r.payload or {}), vec, sparse)
             if offset is None:
                 return
 

@@ -120,10 +120,10 @@ def test_config_file_and_flags(tmp_path):
 def test_results_cached_before_the_judge_left_the_fingerprint_still_load():
     # fingerprints as computed when the judge was hashed as configured (up to commit af580d7)
     # (and before tiers: a single-tier run is the run those results came from; a tiered one is not)
-    assert EvalConfig(tiers=False).fingerprint() == "ab7623c180c1c84c"  # no judge: unchanged
-    assert EvalConfig(tiers=False, judge_url="http://j:8000").accepts("f612c04800bbbb4b")  # judged: accepted under the same judge
-    assert not EvalConfig(tiers=False, max_questions=5).accepts("ab7623c180c1c84c")
-    assert not EvalConfig().accepts("ab7623c180c1c84c")
+    assert EvalConfig(tiers=False, hybrid=False).fingerprint() == "ab7623c180c1c84c"  # no judge: unchanged
+    assert EvalConfig(tiers=False, hybrid=False, judge_url="http://j:8000").accepts("f612c04800bbbb4b")  # judged: accepted under the same judge
+    assert not EvalConfig(tiers=False, hybrid=False, max_questions=5).accepts("ab7623c180c1c84c")
+    assert not EvalConfig().accepts("ab7623c180c1c84c") and not EvalConfig(tiers=False).accepts("ab7623c180c1c84c")
 
 
 @pytest.mark.vllm
