@@ -30,17 +30,22 @@ from typing import Any
 from memsdk.errors import Conflict, MemoryNotFound
 from memsdk.interactions.types import AppliedOp
 from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall
+from memsdk.policies.supersede import Correction, Forget, classify, supersede_ops
 from memsdk.bank.transition import Transition
 from memsdk.dates import parse_when
 from memsdk.types import Actor, Op, OpType, Scope, ScoredMemory, Tier, Turn
 
-__all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Extract", "Search", "Decide", "Apply", "AnswerQuestion", "Effect", "IngestOutcome", "AnswerOutcome", "ingest_steps", "answer_steps"]
+__all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Extract", "Search", "Decide", "Apply", "AnswerQuestion", "Effect", "IngestOutcome", "AnswerOutcome", "ingest_steps", "answer_steps"]
 
 
 #: search -> decide -> apply rounds per fact before a fact that keeps conflicting is reported
 APPLY_ATTEMPTS = 4
 #: who writes episodic turns (the transition lets only it and the API add them)
 INGEST_ACTOR = Actor(role="ingest")
+#: who applies a forget request or a correction (the only policy role that may delete a turn)
+FORGET_ACTOR = Actor(role="forget", version="rules-v1")
+#: memories a forget / correction looks through (hybrid search; the words must then match)
+SUPERSEDE_CANDIDATES = 100
 #: reciprocal-rank constant of the tier fusion: score = sum over lists of 1 / (RRF_K + rank)
 RRF_K = 60
 
@@ -149,9 +154,15 @@ def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: Ac
     """The turn into the episodic tier (no LLM), then Memory-R1's loop: extractor -> per fact:
     related semantic memories -> manager -> `MemoryBank.apply`."""
     out = IngestOutcome()
+    request = None
     if episodic:  # before any policy runs: a store failure here costs the turn, and says so
         kept: Transition = yield Apply(scope, [episode_op(turn)], INGEST_ACTOR)
-        out.episodic_id = kept.records[0].id
+        request = kept.records[0]
+        out.episodic_id = request.id
+    if (intent := classify(turn.text)) is not None:
+        # a forget request or a correction changes earlier memories and states no new fact
+        yield from _supersede(intent, scope, request, out)
+        return out
     extraction: Extraction = yield Extract(policies.extractor, turn, context)
     out.facts, out.fallback = extraction.facts, extraction.fallback
     out.calls += extraction.calls
@@ -159,17 +170,38 @@ def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: Ac
     actor = Actor(role="manager", version=policies.versions["manager"])
     for fact in extraction.facts:
         transition = yield from _settle(fact, turn, scope, policies.manager, related_k, turn_ids, actor, out)
-        if transition is None:
-            continue
-        out.ops += [
-            AppliedOp(
-                op=str(c.op), memory_id=None if c.after is None else c.after.id,
-                before=c.event.before if c.event else None, after=c.event.after if c.event else None,
-                version=None if c.after is None else c.after.version, changed=c.changed,
-            )
-            for c in transition.changes
-        ]
+        if transition is not None:
+            out.ops += _applied(transition)
     return out
+
+
+def _applied(transition: Transition) -> list[AppliedOp]:
+    return [
+        AppliedOp(
+            op=str(c.op), memory_id=None if c.after is None else c.after.id,
+            before=c.event.before if c.event else None, after=c.event.after if c.event else None,
+            version=None if c.after is None else c.after.version, changed=c.changed,
+        )
+        for c in transition.changes
+    ]
+
+
+def _supersede(intent: Forget | Correction, scope: Scope, request: Any, out: IngestOutcome) -> Generator[Effect, Any, None]:
+    """Retire what a forget request or a correction supersedes, in every tier (`supersede_ops`)."""
+    query = intent.about if isinstance(intent, Forget) else intent.wrong
+    found: list[ScoredMemory] = yield Search([scope], query, SUPERSEDE_CANDIDATES, hybrid=True)
+    ops, refused = supersede_ops(intent, [h.record for h in found], request=request)
+    if refused is not None:
+        out.failures.append(refused)
+        return
+    if not ops:
+        return
+    try:
+        transition: Transition = yield Apply(scope, ops, FORGET_ACTOR)
+    except (MemoryNotFound, Conflict) as exc:  # another writer changed a match meanwhile: say so
+        out.failures.append(f"{type(intent).__name__.lower()} not applied, a memory changed meanwhile: {exc}")
+        return
+    out.ops += _applied(transition)
 
 
 def _settle(fact: str, turn: Turn, scope: Scope, manager: Manager, related_k: int, turn_ids: Sequence[str], actor: Actor, out: IngestOutcome) -> Generator[Effect, Any, Transition | None]:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 
 from memsdk.bank import MemoryBank
 from memsdk.errors import Conflict, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
+from memsdk.embedding import HashEmbedder
 from memsdk.types import Actor, EventType, Op, OpType, Scope, content_hash
 
-from .conftest import BankFactory
+from .conftest import DIM, BankFactory
 
 
 def add(bank: MemoryBank, scope: Scope, *texts: str) -> list[uuid.UUID]:
@@ -364,3 +367,44 @@ def test_import_refuses_a_history_that_does_not_explain_its_records(bank: Memory
         bank.import_(path, scope=bob)
     assert err.value.field == field
     assert bank.count(bob, include_deleted=True) == 0 and bank.history(bob) == []
+
+
+class FlatEmbedder(HashEmbedder):
+    """Every text gets the same vector: dense search cannot tell memories apart, so any
+    order a hybrid search finds comes from BM25."""
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        return np.ones((len(texts), self.dim), dtype=np.float32)
+
+
+def test_tier_is_stored_filtered_and_exported(bank: MemoryBank, alice: Scope, tmp_path) -> None:
+    bank.apply(alice, [Op.add("Sam said hi", tier="episodic", speaker="Sam", occurred_at=datetime(2023, 5, 8, tzinfo=UTC))], actor=Actor(role="ingest"))
+    bank.apply(alice, [Op.add("Sam likes tea"), Op.add("Sam: a nurse who likes tea", tier="core")])
+    assert {r.text: r.tier for r in bank.list(alice)} == {"Sam said hi": "episodic", "Sam likes tea": "semantic", "Sam: a nurse who likes tea": "core"}
+    assert [r.text for r in bank.list(alice, tier="core")] == ["Sam: a nurse who likes tea"] and bank.count(alice, tier="episodic") == 1
+    assert {h.record.tier for h in bank.search(alice, "tea", tier="semantic")} == {"semantic"}
+    assert sorted(e.tier for e in bank.history(alice)) == ["core", "episodic", "semantic"]
+    with pytest.raises(InvalidInput) as err:
+        bank.list(alice, tier="archival")
+    assert err.value.field == "tier"
+    bank.export(alice, tmp_path / "a.jsonl")
+    copy = Scope(user_id="alice", agent_id="copy")
+    bank.import_(tmp_path / "a.jsonl", scope=copy)
+    (turn,) = bank.list(copy, tier="episodic")
+    assert (turn.speaker, turn.occurred_at, turn.render()) == ("Sam", datetime(2023, 5, 8, tzinfo=UTC), "Sam (on 8 May 2023): Sam said hi")
+
+
+def test_hybrid_search_finds_the_exact_word_dense_search_cannot_see(engine, tmp_path, alice: Scope, bob: Scope) -> None:
+    with MemoryBank(engine.make(tmp_path), FlatEmbedder(DIM)) as bank:
+        texts = ["Went hiking with friends", "Cooked dinner for the family", "My zebra is named Stripes", "Read a book about gardens"]
+        bank.apply(alice, [Op.add(t) for t in texts])
+        bank.apply(bob, [Op.add("zebra zebra zebra zebra")])  # another scope: never returned
+        hits = bank.search(alice, "what is the zebra called", limit=2, hybrid=True)
+        assert hits[0].record.text == "My zebra is named Stripes" and all(h.record.scope == alice for h in hits)
+        assert hits[0].score > hits[1].score  # fused: in both rankings beats in one
+        deleted = bank.apply(alice, [Op.delete(hits[0].record.id)]).records[0]
+        assert deleted.id not in {h.record.id for h in bank.search(alice, "zebra", limit=4, hybrid=True)}
+        bank.restore(alice, deleted.id)  # a restore keeps the memory's BM25 vector
+        assert bank.search(alice, "zebra", limit=1, hybrid=True)[0].record.id == deleted.id
+        fork = bank.fork(alice)  # forks (training) search the same way
+        assert fork.search(alice, "zebra", limit=1, hybrid=True)[0].record.id == deleted.id

@@ -164,3 +164,43 @@ def test_index_build_runs_in_the_background_and_search_stays_right(tmp_path: Pat
     assert not indexer.is_alive() and transport._indexer is None
     assert transport.search(vectors[7], Where(scope_key="s", kind="memory"), 1)[0].point.id.endswith("000000000007")
     transport.close()
+
+
+def test_a_store_from_before_tiers_is_migrated_on_open(tmp_path: Path) -> None:
+    """Format 1 (no tier field, no BM25 vectors) opens as format 2 with nothing lost."""
+    import json
+
+    import qdrant_edge as qe
+
+    from memsdk.bank import MemoryBank, codec
+    from memsdk.embedding import HashEmbedder
+    from memsdk.store.edge import FORMAT
+    from memsdk.types import Op, Scope
+
+    root, scope, embedder = tmp_path / "old", Scope(user_id="ann"), HashEmbedder(64)
+    with MemoryBank(EdgeTransport(tmp_path / "new", dim=64), embedder) as donor:  # records as format 1 wrote them
+        transition = donor.apply(scope, [Op.add("Ann keeps bees in Lyon")])
+    (record,), (event,) = transition.records, transition.events
+    old_payload = {k: v for k, v in codec.record_point(record, embedder.embed([record.text])[0]).payload.items() if k not in ("tier", "speaker", "occurred_at")}
+    event_payload = {k: v for k, v in codec.event_point(event).payload.items() if k != "tier"}
+    root.mkdir()
+    (root / "memsdk-store.json").write_text(json.dumps({"format": 1, "dim": 64}))
+    (root / "CURRENT").write_text("shard-1")
+    shard = qe.EdgeShard.create(str(root / "shard-1"), qe.EdgeConfig(vectors={"text": qe.EdgeVectorParams(size=64, distance=qe.Distance.Cosine)}))
+    shard.update(qe.UpdateOperation.upsert_points([
+        qe.Point(str(record.id), {"text": embedder.embed([record.text])[0].tolist()}, old_payload),
+        qe.Point(str(event.id), {}, event_payload),
+    ]))
+    shard.flush()
+    shard.close()
+
+    with MemoryBank(EdgeTransport(root, dim=64), embedder) as bank:
+        (migrated,) = bank.list(scope)
+        assert (migrated.id, migrated.text, migrated.tier) == (record.id, record.text, "semantic")
+        assert [e.tier for e in bank.history(scope)] == ["semantic"]
+        assert bank.list(scope, tier="semantic") == [migrated]
+        bank.apply(scope, [Op.add("Ann's hives produce lavender honey")])
+        assert bank.search(scope, "lavender honey", limit=1, hybrid=True)[0].record.text == "Ann's hives produce lavender honey"
+        assert {h.record.id for h in bank.search(scope, "bees", limit=2, hybrid=True)} >= {record.id}  # by its dense half
+    assert json.loads((root / "memsdk-store.json").read_text())["format"] == FORMAT
+    assert sorted(p.name for p in root.glob("shard-*")) == ["shard-2"]  # rebuilt once, old shard removed
