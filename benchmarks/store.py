@@ -3,15 +3,16 @@
 For 1k / 10k / 100k memories (384-d unit vectors, realistic record payloads) it measures
 batched upsert throughput, top-10 search latency over one scope holding everything,
 top-10 search latency in one user's scope among 100 users, reopen time and disk size, then the
-same searches after the edge engine's HNSW index build.
+same searches after the edge engine's HNSW index build, and hybrid search (dense + BM25
+sparse vectors, fused by RRF inside the engine) against dense-only on the same data.
 Search is timed through `MemoryBank.search_vector` (filter + record decoding included,
-embedding excluded). The last column group is the embedded engine's speed-up over
-qdrant-client local mode.
+embedding excluded; a hybrid search includes its BM25 query encoding). The last column group
+is the embedded engine's speed-up over qdrant-client local mode.
 
     .venv/bin/python benchmarks/store.py [--sizes 1000 10000 100000] [--queries 200]
 
-Targets (issue 2) for the embedded default at 100k: search p95 <= 10 ms and >= 5k
-upserts/s batched.
+Targets for the embedded default at 100k: search p95 <= 10 ms and >= 5k upserts/s
+batched (issue 2); hybrid p95 within 2 ms of dense-only (the tiers issue).
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ import numpy as np
 
 from memsdk.bank import MemoryBank, codec
 from memsdk.embedding import HashEmbedder
+from memsdk.embedding.bm25 import Bm25Encoder
 from memsdk.store import StoreTransport
 from memsdk.types import MemoryRecord, Scope, content_hash
 
 DIM = 384
 BATCH = 1024
 USERS = 100
+#: words memories and queries are drawn from, so BM25 sees realistic overlaps (Zipf-ish: few common, many rare)
+VOCAB = [f"w{i}" for i in range(5000)]
 
 
 @dataclass
@@ -53,20 +57,30 @@ class Row:
     indexed_p50_ms: float | None = None
     indexed_p95_ms: float | None = None
     indexed_user_p95_ms: float | None = None
+    hybrid_p50_ms: float | None = None
+    hybrid_p95_ms: float | None = None
+    hybrid_user_p95_ms: float | None = None
+    dense_p95_ms: float | None = None  # dense, measured right before hybrid, in the same state
+
+
+def words(rng: np.random.Generator, k: int) -> str:
+    ranks = np.minimum(rng.zipf(1.3, size=k), len(VOCAB)) - 1
+    return " ".join(VOCAB[r] for r in ranks)
 
 
 def make_points(n: int, rng: np.random.Generator, scopes: list[Scope]) -> list:
     vectors = rng.standard_normal((n, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     now = datetime.now(UTC)
+    bm25 = Bm25Encoder()
     points = []
     for i in range(n):
-        text = f"memory {i}: the user mentioned fact number {i} about their week"
+        text = f"memory {i}: {words(rng, 12)}"
         record = MemoryRecord(
             id=uuid.uuid4(), text=text, scope=scopes[i % len(scopes)], created_at=now, updated_at=now,
             version=1, source_turn_ids=(f"D{i % 30}:{i % 17}",), content_hash=content_hash(text),
         )
-        points.append(codec.record_point(record, vectors[i]))
+        points.append(codec.record_point(record, vectors[i], bm25.document(text)))
     return points
 
 
@@ -75,12 +89,12 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return float(np.percentile(a, 50)), float(np.percentile(a, 95))
 
 
-def time_searches(bank: MemoryBank, scope: Scope, queries: np.ndarray, budget_s: float) -> tuple[float, float]:
+def time_searches(bank: MemoryBank, scope: Scope, queries: np.ndarray, budget_s: float, texts: list[str] | None = None) -> tuple[float, float]:
     samples: list[float] = []
     start = time.perf_counter()
-    for q in queries:
+    for i, q in enumerate(queries):
         t = time.perf_counter()
-        bank.search_vector(scope, q, limit=10)
+        bank.search_vector(scope, q, limit=10, text=None if texts is None else texts[i])
         samples.append(time.perf_counter() - t)
         if time.perf_counter() - start > budget_s and len(samples) >= 10:
             break  # the brute-force baseline at 100k would otherwise take minutes
@@ -115,6 +129,11 @@ def bench(name: str, open_store: Callable[[Path], StoreTransport], n: int, queri
             index_s = time.perf_counter() - t
             i50, i95 = time_searches(bank, everyone[0], qs, budget)
             indexed = (index_s, i50, i95, time_searches(bank, users[7], qs, budget)[1])
+        # hybrid against dense in the state production searches in (indexed, for the edge engine)
+        texts = [words(rng, 4) for _ in range(queries)]
+        dense95 = time_searches(bank, everyone[0], qs, budget)[1]
+        h50, h95 = time_searches(bank, everyone[0], qs, budget, texts)
+        hybrid = (h50, h95, time_searches(bank, users[7], qs, budget, texts)[1], dense95)
         reopen = size = None
         if persistent:
             bank.close()
@@ -124,7 +143,7 @@ def bench(name: str, open_store: Callable[[Path], StoreTransport], n: int, queri
             reopen = time.perf_counter() - t
             size = disk_mb(workdir)
         bank.close()
-        return Row(name, n, upsert_rate, s50, s95, u50, u95, reopen, size, *indexed)
+        return Row(name, n, upsert_rate, s50, s95, u50, u95, reopen, size, *indexed, *hybrid)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -173,6 +192,12 @@ def main() -> None:
     print("|---|---|---|---|")
     for e, _ in rows:
         print(f"| {e.n} | {fmt(e.index_s, '.1f')} | {fmt(e.indexed_p50_ms, '.2f')} / {fmt(e.indexed_p95_ms, '.2f')} | {fmt(e.indexed_user_p95_ms, '.2f')} |")
+    print("\nHybrid (dense + BM25, RRF in the engine) vs dense-only, same data, same process (edge: indexed):")
+    print("| store | N | dense p95 ms | hybrid p50/p95 ms | hybrid user-filter p95 ms | hybrid - dense p95 ms |")
+    print("|---|---|---|---|---|---|")
+    for pair in rows:
+        for r in pair:
+            print(f"| {r.store} | {r.n} | {fmt(r.dense_p95_ms, '.2f')} | {fmt(r.hybrid_p50_ms, '.2f')} / {fmt(r.hybrid_p95_ms, '.2f')} | {fmt(r.hybrid_user_p95_ms, '.2f')} | {r.hybrid_p95_ms - r.dense_p95_ms:+.2f} |")
     print("\nEmbedded engine speed-up over qdrant-client local (same process, same data):")
     print("| N | upsert x | search p95 x | user-filter p95 x |")
     print("|---|---|---|---|")

@@ -46,8 +46,13 @@ INGEST_ACTOR = Actor(role="ingest")
 FORGET_ACTOR = Actor(role="forget", version="rules-v1")
 #: memories a forget / correction looks through (hybrid search; the words must then match)
 SUPERSEDE_CANDIDATES = 100
-#: reciprocal-rank constant of the tier fusion: score = sum over lists of 1 / (RRF_K + rank)
+#: reciprocal-rank constant of the tier fusion: score = sum over lists of w / (RRF_K + rank)
 RRF_K = 60
+#: the semantic list's weight in that fusion (the episodic list's is 1): a fact must rank a
+#: little higher than a turn to go before it, so the turns a plain RAG shows keep their place
+#: and a weak policy's facts cannot push them out of the top (tuned on LoCoMo val: 1.0 cost
+#: recall@10 against raw turns, .8 did not; see the README's tier figures)
+FACT_WEIGHT = 0.8
 
 
 @dataclass(frozen=True)
@@ -228,9 +233,9 @@ def _settle(fact: str, turn: Turn, scope: Scope, manager: Manager, related_k: in
     return None  # pragma: no cover - the loop always returns
 
 
-def fuse(lists: Sequence[Sequence[ScoredMemory]], limit: int, k: int = RRF_K) -> list[ScoredMemory]:
-    """Reciprocal-rank fusion: score(m) = sum over the lists m is in of 1 / (k + rank), rank
-    0-based; the best ``limit``, with the fused score. A semantic fact that is only a copy of
+def fuse(lists: Sequence[Sequence[ScoredMemory]], limit: int, k: int = RRF_K, weights: Sequence[float] | None = None) -> list[ScoredMemory]:
+    """Reciprocal-rank fusion: score(m) = sum over the lists m is in of w_list / (k + rank),
+    rank 0-based, w 1 unless ``weights`` says; the best ``limit``, with the fused score. A semantic fact that is only a copy of
     one candidate turn (the heuristic extractor's "Speaker (on date): <turn>") is dropped:
     it would spend the answerer's budget on the same words twice."""
     said: dict[tuple[str, tuple[str, ...]], list[str]] = {}
@@ -240,11 +245,11 @@ def fuse(lists: Sequence[Sequence[ScoredMemory]], limit: int, k: int = RRF_K) ->
                 said.setdefault((m.record.scope.key, m.record.source_turn_ids), []).append(m.record.text)
     scores: dict[Any, float] = {}
     found: dict[Any, ScoredMemory] = {}
-    for hits in lists:
+    for hits, weight in zip(lists, weights or [1.0] * len(lists)):
         for rank, m in enumerate(hits):
             if m.record.tier is Tier.SEMANTIC and _copies(m.record.text, said.get((m.record.scope.key, m.record.source_turn_ids), ())):
                 continue
-            scores[m.record.id] = scores.get(m.record.id, 0.0) + 1.0 / (k + rank)
+            scores[m.record.id] = scores.get(m.record.id, 0.0) + weight / (k + rank)
             found[m.record.id] = m
     best = sorted(scores, key=lambda i: -scores[i])[:limit]
     return [ScoredMemory(record=found[i].record, score=scores[i]) for i in best]
@@ -258,7 +263,7 @@ def _copies(fact: str, turns: Sequence[str]) -> bool:
 def retrieve_steps(question: str, scopes: Sequence[Scope], k: int, *, tiers: bool = True, hybrid: bool = True) -> Generator[Effect, Any, list[ScoredMemory]]:
     """What an answer is shown: each scope's core memory, then the best ``k`` of the semantic
     and episodic hits (``k / len(scopes)`` of each tier per scope, as Memory-R1 takes 30 per
-    speaker; each tier's hits merged by score), the two tiers fused by rank. Without tiers: the top ``k / len(scopes)`` per scope by score.
+    speaker; each tier's hits merged by score), the two tiers fused by rank (`FACT_WEIGHT`). Without tiers: the top ``k / len(scopes)`` per scope by score.
     ``hybrid``: each tier's search is dense + BM25 (`MemoryBank.search`)."""
     each = max(1, k // len(scopes))
     if not tiers:
@@ -271,7 +276,7 @@ def retrieve_steps(question: str, scopes: Sequence[Scope], k: int, *, tiers: boo
         # scopes merged by score within a tier: one list per tier per scope would give the
         # speaker the question is not about half of the top (LoCoMo val recall@10 .47 vs .57)
         lists.append(sorted(found, key=lambda h: -h.score))
-    return core + fuse(lists, k)
+    return core + fuse(lists, k, weights=(FACT_WEIGHT, 1.0))
 
 
 def answer_steps(question: str, scopes: Sequence[Scope], policies: ActivePolicies, answer_k: int, *, tiers: bool = True, hybrid: bool = True) -> Generator[Effect, Any, AnswerOutcome]:

@@ -61,12 +61,18 @@ def test_core_memory_is_one_bounded_summary_that_is_only_rewritten(make_client) 
     assert client.add("A new summary.", scope=SAM, tier="core").tier == "core"  # none live: allowed
 
 
+def say_after(client, summary: str, text: str):  # type: ignore[no-untyped-def]
+    """The three turns and a core summary, then ``text``: its core record and its result."""
+    client.ingest(TURNS, scope=SAM)
+    core = client.add(summary, scope=SAM, tier="core")
+    r = client.ingest({"speaker": "Sam", "text": text}, scope=SAM)
+    assert r.facts == [] and not r.failures  # a forget or a correction states no new fact
+    return core, r
+
+
 def test_forget_request_retires_the_content_in_every_tier_and_history_can_restore_it(make_client) -> None:
     client = make_client()
-    client.ingest(TURNS, scope=SAM)
-    core = client.add("Sam lives in Boston. Sam is a nurse.", scope=SAM, tier="core")
-    r = client.ingest({"speaker": "Sam", "text": "Please forget that I live in Boston."}, scope=SAM)
-    assert r.facts == [] and not r.failures
+    core, r = say_after(client, "Sam lives in Boston. Sam is a nurse.", "Please forget that I live in Boston.")
     live = client.list(scope=SAM)
     assert not any("Boston" in m.text for m in live)
     assert client.get(core.id, scope=SAM).text == "Sam is a nurse."
@@ -82,10 +88,7 @@ def test_forget_request_retires_the_content_in_every_tier_and_history_can_restor
 
 def test_correction_rewrites_the_fact_and_the_summary_and_retires_the_wrong_turn(make_client) -> None:
     client = make_client()
-    client.ingest(TURNS, scope=SAM)
-    core = client.add("Sam's sister Anne lives in Paris.", scope=SAM, tier="core")
-    r = client.ingest({"speaker": "Sam", "text": "Sorry, I meant Anna, not Anne."}, scope=SAM)
-    assert r.facts == [] and not r.failures
+    core, r = say_after(client, "Sam's sister Anne lives in Paris.", "Sorry, I meant Anna, not Anne.")
     assert client.get(core.id, scope=SAM).text == "Sam's sister Anna lives in Paris."
     semantic = [m.text for m in client.list(scope=SAM, tier="semantic")]
     assert any("called Anna" in t for t in semantic) and not any("Anne" in t for t in semantic)
