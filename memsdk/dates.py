@@ -9,9 +9,10 @@ and a small model's answers use it ("8 May 2023").
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
-__all__ = ["parse_when", "render_when"]
+__all__ = ["parse_when", "render_when", "render_day", "resolve_relative"]
 
 _MONTHS = {m: i for i, m in enumerate("january february march april may june july august september october november december".split(), start=1)}
 _MONTHS |= {m[:3]: i for m, i in list(_MONTHS.items())}
@@ -46,8 +47,71 @@ def parse_when(value: datetime | str | None) -> datetime | None:
 
 def render_when(value: datetime) -> str:
     """``8 May 2023``, with the clock time in front when there is one (``1:56 pm on 8 May 2023``)."""
-    day = f"{value.day} {value.strftime('%B')} {value.year}"
+    day = render_day(value)
     if value.hour == 0 and value.minute == 0:
         return day
     hour = value.hour % 12 or 12
     return f"{hour}:{value.minute:02d} {'am' if value.hour < 12 else 'pm'} on {day}"
+
+
+def render_day(value: datetime) -> str:
+    return f"{value.day} {value.strftime('%B')} {value.year}"
+
+
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+_WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
+_COUNT = r"(?P<n>\d{1,2}|" + "|".join(_NUMBERS) + r")"
+
+
+def _month(value: datetime, delta: int) -> str:
+    index = value.year * 12 + value.month - 1 + delta
+    return f"{datetime(index // 12, index % 12 + 1, 1).strftime('%B')} {index // 12}"
+
+
+def _last_weekday(value: datetime, name: str) -> str:
+    back = (value.weekday() - _WEEKDAYS.index(name.lower())) % 7 or 7
+    return render_day(value - timedelta(days=back))
+
+
+_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], datetime], str]]] = [
+    (re.compile(r"\b(?:yesterday|last night)\b", re.I), lambda m, d: render_day(d - timedelta(days=1))),
+    (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.I), lambda m, d: render_day(d)),
+    (re.compile(r"\btomorrow\b", re.I), lambda m, d: render_day(d + timedelta(days=1))),
+    (re.compile(r"\b" + _COUNT + r" days? ago\b", re.I), lambda m, d: render_day(d - timedelta(days=_n(m)))),
+    (re.compile(r"\b" + _COUNT + r" weeks? ago\b", re.I), lambda m, d: f"{_n(m)} week{'s' * (_n(m) > 1)} before {render_day(d)}"),
+    (re.compile(r"\blast week(?!end)\b", re.I), lambda m, d: f"the week before {render_day(d)}"),
+    (re.compile(r"\blast weekend\b", re.I), lambda m, d: f"the weekend before {render_day(d)}"),
+    (re.compile(r"\bnext week(?!end)\b", re.I), lambda m, d: f"the week after {render_day(d)}"),
+    (re.compile(r"\blast month\b", re.I), lambda m, d: _month(d, -1)),
+    (re.compile(r"\bnext month\b", re.I), lambda m, d: _month(d, 1)),
+    (re.compile(r"\b" + _COUNT + r" months? ago\b", re.I), lambda m, d: _month(d, -_n(m))),
+    (re.compile(r"\blast year\b", re.I), lambda m, d: str(d.year - 1)),
+    (re.compile(r"\bnext year\b", re.I), lambda m, d: str(d.year + 1)),
+    (re.compile(r"\b" + _COUNT + r" years? ago\b", re.I), lambda m, d: str(d.year - _n(m))),
+    (re.compile(r"\blast (?P<day>" + "|".join(_WEEKDAYS) + r")\b", re.I), lambda m, d: _last_weekday(d, m["day"])),
+]
+
+
+def _n(match: re.Match[str]) -> int:
+    raw = match["n"].lower()
+    return int(raw) if raw.isdigit() else _NUMBERS[raw]
+
+
+def resolve_relative(text: str, when: datetime | None) -> str:
+    """``text`` with each relative date it uses followed by the date it means, resolved
+    against ``when`` (the turn's time): "I went yesterday" said on 8 May 2023 becomes "I went
+    yesterday (7 May 2023)". The words are kept, so nothing said is lost, and a question
+    about May 7th now finds the turn (LoCoMo's temporal questions ask for these dates).
+    What it resolves: yesterday / today / tonight / tomorrow / last night, N days / weeks /
+    months / years ago, last / next week, last weekend, last / next month, last / next
+    year, last <weekday>. Text without ``when``, or already resolved, is returned unchanged."""
+    if when is None:
+        return text
+    out, last = [], 0
+    spans = sorted(((m.start(), m.end(), rule(m, when)) for pattern, rule in _RULES for m in pattern.finditer(text)), key=lambda s: s[0])
+    for start, end, meaning in spans:
+        if start < last or text[end:].startswith(f" ({meaning})"):
+            continue  # overlaps an earlier phrase, or resolved already
+        out.append(text[last:end] + f" ({meaning})")
+        last = end
+    return "".join(out) + text[last:]

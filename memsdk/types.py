@@ -270,14 +270,16 @@ class MemoryRecord(BaseModel):
     def render(self) -> str:
         """The record as the answerer sees it and as it is embedded: an episodic turn with its
         speaker and date (``Caroline (on 8 May 2023): ...``); a fact or summary as written
-        (the extractor writes the dates a fact needs into it)."""
-        from memsdk.dates import render_when
+        (the ingest loop writes the dates a fact needs into it). A turn's relative dates are
+        followed by the dates they mean (`memsdk.dates.resolve_relative`)."""
+        from memsdk.dates import render_when, resolve_relative
 
         if self.tier is not Tier.EPISODIC:
             return self.text
         head = self.speaker or "someone"
         when = (self.occurred_at and render_when(self.occurred_at)) or self.metadata.get("timestamp")
-        return f"{head} (on {when}): {self.text}" if when else f"{head}: {self.text}"
+        text = resolve_relative(self.text, self.occurred_at)
+        return f"{head} (on {when}): {text}" if when else f"{head}: {text}"
 
 
 class HistoryEvent(BaseModel):
