@@ -55,7 +55,7 @@ def main() -> None:
             if r.failures:
                 print(f"    (guarded: {'; '.join(r.failures)[:120]})")
         ops = [op.op for r in results for op in r.ops]
-        kept = {s["user_id"]: client.bank.count(s) for s in speakers}
+        kept = {s["user_id"]: {t: client.bank.count(s, tier=t) for t in ("episodic", "semantic")} for s in speakers}
         print(f"totals: {len(ops)} ops ({', '.join(f'{k} {ops.count(k)}' for k in ('ADD', 'UPDATE', 'DELETE'))}), "
               f"{sum(len(r.failures) for r in results)} guarded failures, "
               f"{sum(r.prompt_tokens for r in results) / len(results):.0f} prompt tokens per turn; memories kept {kept}")

@@ -20,7 +20,8 @@ history"), one spread over two turns, pronouns ("forget it"), and corrections of
 paraphrase (a memory that says "Anne" in other words). An LLM policy can still issue the
 ops; this classifier is the floor that works with the heuristic policies too.
 
-A memory matches a forget when it contains every content word of X (plural "s" aside),
+A memory matches a forget when it contains every number in X, or, when X has none, every
+content word of X (plural "s" aside),
 and a correction when it contains Y as a whole word. At most `MAX_SUPERSEDED` memories
 change per turn: a request that matches more is refused as too broad and reported.
 """
@@ -62,7 +63,12 @@ class Forget:
 
     @property
     def words(self) -> frozenset[str]:
-        return frozenset(_key(w) for w in _words(self.about) if w not in STOPWORDS)
+        """What a memory must contain to state the forgotten thing: its numbers when it has
+        any ("the old one, 07700 900123": a number names it exactly, "old one" does not),
+        else its content words."""
+        words = [w for w in _words(self.about) if w not in STOPWORDS]
+        numbers = [w for w in words if any(ch.isdigit() for ch in w)]
+        return frozenset(_key(w) for w in numbers or words)
 
 
 @dataclass(frozen=True)

@@ -82,3 +82,11 @@ def test_a_request_matching_too_much_is_refused_whole() -> None:
     many = [record(f"I live in Boston, note {i}", Tier.EPISODIC) for i in range(MAX_SUPERSEDED + 1)]
     ops, refused = supersede_ops(Forget("I live in Boston"), many)
     assert ops == [] and refused is not None and "too broad" in refused
+
+
+def test_a_forget_that_names_a_number_matches_on_the_number() -> None:
+    intent = classify("I changed my phone number, so please forget the old one, 07700 900123.")
+    assert isinstance(intent, Forget) and intent.words == {"07700", "900123"}
+    said, other = record("Save my number: it's 07700 900123.", Tier.EPISODIC), record("My old one was a Nokia")
+    ops, _ = supersede_ops(intent, [said, other])
+    assert [op.target for op in ops] == [said.id]
