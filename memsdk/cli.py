@@ -54,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     _scope_args(p, multiple=True)
     p = sub.add_parser("list", help="list memories")
     p.add_argument("--include-deleted", action="store_true")
+    p.add_argument("--tier", choices=["episodic", "semantic", "core"], help="only this tier (default: all)")
     _scope_args(p)
     p = sub.add_parser("history", help="audit history of a scope or one memory")
     p.add_argument("memory_id", nargs="?")
@@ -125,7 +126,7 @@ def _run(args: argparse.Namespace) -> Any:
             case "ask":
                 return client.answer(args.question, scope=_scope(args))
             case "list":
-                return client.list(scope=_scope(args), include_deleted=args.include_deleted)
+                return client.list(scope=_scope(args), include_deleted=args.include_deleted, tier=args.tier)
             case "history":
                 return client.history(args.memory_id, scope=_scope(args))
             case "export":

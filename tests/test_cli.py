@@ -28,12 +28,14 @@ def test_cli_round_trip(tmp_path, capsys) -> None:
     assert code == 0 and [r["ops"][0]["op"] for r in results] == ["ADD", "ADD"]
     code, answer = run(capsys, *base, "ask", "Where did Caroline move from?", "--user", "caroline", "--user", "melanie")
     assert code == 0 and "sweden" in answer["text"].lower()
-    code, listed = run(capsys, *base, "list", "--user", "caroline")
+    code, listed = run(capsys, *base, "list", "--user", "caroline", "--tier", "semantic")
     assert [m["source_turn_ids"] for m in listed] == [["D1:1"], ["D1:2"]]
+    code, turns_kept = run(capsys, *base, "list", "--user", "caroline", "--tier", "episodic")
+    assert [(m["text"], m["tier"]) for m in turns_kept] == [("I moved from Sweden four years ago", "episodic"), ("I am studying to become a counselor", "episodic")]
     code, history = run(capsys, *base, "history", listed[0]["id"], "--user", "caroline")
     assert [e["event"] for e in history] == ["ADD"]
     export = tmp_path / "caroline.jsonl"
-    assert run(capsys, *base, "export", str(export), "--user", "caroline")[1] == {"records": 2}
+    assert run(capsys, *base, "export", str(export), "--user", "caroline")[1] == {"records": 4}
     run(capsys, *base, "history", "--user", "caroline")
     code, policies = run(capsys, *base, "policies")
     assert policies["manager"]["version"] == "heuristic-v1"
