@@ -178,9 +178,9 @@ class MemoryBank:
         # only new text needs a new vector; a delete or restore keeps the stored one
         reembed = {e.memory_id for e in transition.events if e.event in (EventType.ADD, EventType.UPDATE)}
         fresh = [r for r in records if r.id in reembed]
-        vectors = dict(vectors) | {str(r.id): v for r, v in zip(fresh, self._embed([r.render() for r in fresh]))}
+        vectors = dict(vectors) | {str(r.id): v for r, v in zip(fresh, self._embed([r.render(resolve_dates=False) for r in fresh]))}
         # BM25 costs microseconds, so every written record gets its sparse vector afresh
-        points = [codec.record_point(r, vectors[str(r.id)], self.bm25.document(r.render())) for r in records]
+        points = [codec.record_point(r, vectors[str(r.id)], self.bm25.document(r.render(resolve_dates=False))) for r in records]
         points += [codec.event_point(e) for e in transition.events]
         self.transport.upsert(points)  # one engine operation: records and their history together
         if transition.events:
@@ -306,7 +306,8 @@ class MemoryBank:
             taken = self.transport.existing_ids(ids)
             if taken:
                 raise ImportConflict("ids", f"{len(taken)} of this file's ids already exist in the store (import it into another scope for fresh ids); nothing was imported")
-            points = [codec.record_point(r, v, self.bm25.document(r.render())) for r, v in zip(records, self._embed([r.render() for r in records]))]
+            shown = [r.render(resolve_dates=False) for r in records]
+            points = [codec.record_point(r, v, self.bm25.document(t)) for r, v, t in zip(records, self._embed(shown), shown)]
             self.transport.upsert(points + [codec.event_point(e) for e in events])
             self._seq = max([self._seq, *(e.seq for e in events)])
         return len(records)

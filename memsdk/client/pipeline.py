@@ -32,7 +32,7 @@ from memsdk.interactions.types import AppliedOp
 from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall
 from memsdk.policies.supersede import Correction, Forget, classify, supersede_ops
 from memsdk.bank.transition import Transition
-from memsdk.dates import parse_when, resolve_relative
+from memsdk.dates import parse_when
 from memsdk.types import Actor, Op, OpType, Scope, ScoredMemory, Tier, Turn
 
 __all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Extract", "Search", "Decide", "Apply", "AnswerQuestion", "Effect", "IngestOutcome", "AnswerOutcome", "ingest_steps", "answer_steps"]
@@ -139,10 +139,11 @@ class AnswerOutcome:
 
 
 def episode_op(turn: Turn) -> Op:
-    """The ADD that keeps a turn verbatim in the episodic tier. A timestamp that
-    `parse_when` cannot read is kept as text in the metadata, and still shown."""
+    """The ADD that keeps a turn verbatim in the episodic tier. A timestamp given as text is
+    also kept as written (``metadata.timestamp``) and shown that way, readable or not: the
+    app's own format ("1:56 pm on 8 May, 2023"), which retrieval was measured with."""
     when = parse_when(turn.timestamp)
-    raw = {"timestamp": str(turn.timestamp)} if turn.timestamp is not None and when is None else {}
+    raw = {"timestamp": turn.timestamp} if isinstance(turn.timestamp, str) else {}
     turn_ids = (turn.turn_id,) if turn.turn_id else ()
     return Op.add(turn.text, tier=Tier.EPISODIC, speaker=turn.speaker, occurred_at=when, source_turn_ids=turn_ids, metadata=raw)
 
@@ -169,9 +170,7 @@ def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: Ac
         yield from _supersede(intent, scope, request, out)
         return out
     extraction: Extraction = yield Extract(policies.extractor, turn, context)
-    # "yesterday" in a fact means nothing a month later: each gets the date it means
-    when = parse_when(turn.timestamp)
-    out.facts, out.fallback = [resolve_relative(f, when) for f in extraction.facts], extraction.fallback
+    out.facts, out.fallback = extraction.facts, extraction.fallback
     out.calls += extraction.calls
     turn_ids = [turn.turn_id] if turn.turn_id else []
     actor = Actor(role="manager", version=policies.versions["manager"])
@@ -243,8 +242,8 @@ def fuse(lists: Sequence[Sequence[ScoredMemory]], limit: int, k: int = RRF_K, we
     said: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for hits in lists:
         for m in hits:
-            if m.record.tier is Tier.EPISODIC:  # a fact copies the turn with its dates resolved
-                said.setdefault((m.record.scope.key, m.record.source_turn_ids), []).append(resolve_relative(m.record.text, m.record.occurred_at))
+            if m.record.tier is Tier.EPISODIC:
+                said.setdefault((m.record.scope.key, m.record.source_turn_ids), []).append(m.record.text)
     scores: dict[Any, float] = {}
     found: dict[Any, ScoredMemory] = {}
     for hits, weight in zip(lists, weights or [1.0] * len(lists)):

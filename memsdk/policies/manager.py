@@ -78,8 +78,9 @@ def grounded(text: str, sources: Sequence[str], minimum: float) -> bool:
 
 
 def render_memories(memories: Sequence[ScoredMemory], *, dated: bool = False) -> str:
-    """``[i] text`` per memory. ``dated``: with speaker and date (`MemoryRecord.render`), as
-    the answerer needs them; the manager sees the bare text it may rewrite."""
+    """``[i] text`` per memory. ``dated``: with speaker, date and relative dates resolved
+    (`MemoryRecord.render`), as the answerer needs them; the manager sees the bare text it
+    may rewrite."""
     text = (lambda m: m.record.render()) if dated else (lambda m: m.record.text)
     return "\n".join(f"[{i}] {text(m)[:MEMORY_CHARS]}" for i, m in enumerate(memories)) or "(none)"
 

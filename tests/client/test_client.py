@@ -39,7 +39,7 @@ def test_ingest_answer_feedback_restart(make_client, tmp_path) -> None:
     assert [(e.text, e.speaker, e.source_turn_ids) for e in episodes] == [(TURNS[0]["text"], "Caroline", ("D1:1",)), (TURNS[2]["text"], "Caroline", ("D1:3",))]
     assert TURNS[0]["text"].endswith("group yesterday.")  # relative dates are shown with the date they mean
     assert episodes[0].render() == "Caroline (on 8 May 2023): " + TURNS[0]["text"].replace("yesterday", "yesterday (7 May 2023)")
-    assert results[0].facts[0].endswith("yesterday (7 May 2023).")
+    assert results[0].facts[0].endswith("group yesterday.")  # stored as said
 
     answer = client.answer("What did Caroline want to study?", scope=[CAROLINE, MELANIE])
     assert answer.retrieved == 3 and "counseling" in answer.text
@@ -106,7 +106,7 @@ def test_export_import_through_the_client(make_client, tmp_path) -> None:
     restored = {"user_id": "caroline", "agent_id": "restored"}
     assert {r.text for r in client.list(scope=restored, tier="episodic")} == {TURNS[0]["text"], TURNS[2]["text"]}
     assert {r.text for r in client.list(scope=restored, tier="semantic")} == {
-        "Caroline (on 8 May 2023): " + TURNS[0]["text"].replace("yesterday", "yesterday (7 May 2023)"), "Caroline (on 8 May 2023): " + TURNS[2]["text"]}
+        "Caroline (on 8 May 2023): " + TURNS[0]["text"], "Caroline (on 8 May 2023): " + TURNS[2]["text"]}
 
 
 @pytest.mark.parametrize(
