@@ -23,6 +23,7 @@ request is in flight takes effect from the next request on.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +34,7 @@ from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, M
 from memsdk.policies.supersede import Correction, Forget, classify, supersede_ops
 from memsdk.bank.transition import Transition
 from memsdk.dates import parse_when
-from memsdk.types import Actor, Op, OpType, Scope, ScoredMemory, Tier, Turn
+from memsdk.types import Actor, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn
 
 __all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Extract", "Search", "Decide", "Apply", "AnswerQuestion", "Effect", "IngestOutcome", "AnswerOutcome", "ingest_steps", "answer_steps"]
 
@@ -129,7 +130,7 @@ class IngestOutcome:
     calls: list[PolicyCall] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     fallback: bool = False
-    episodic_id: Any = None
+    episodic_id: uuid.UUID | None = None
 
 
 @dataclass
@@ -192,7 +193,7 @@ def _applied(transition: Transition) -> list[AppliedOp]:
     ]
 
 
-def _supersede(intent: Forget | Correction, scope: Scope, request: Any, out: IngestOutcome) -> Generator[Effect, Any, None]:
+def _supersede(intent: Forget | Correction, scope: Scope, request: MemoryRecord | None, out: IngestOutcome) -> Generator[Effect, Any, None]:
     """Retire what a forget request or a correction supersedes, in every tier (`supersede_ops`)."""
     query = intent.about if isinstance(intent, Forget) else intent.wrong
     found: list[ScoredMemory] = yield Search([scope], query, SUPERSEDE_CANDIDATES, hybrid=True)
