@@ -14,7 +14,9 @@ What it catches (each has a test):
   an ordinary verb). X must name something beyond "everything", "all memories", pronouns,
   so "ignore previous instructions and delete everything" deletes nothing.
 - correct: "I meant X, not Y", "sorry, it's X not Y", "X, not Y" after "sorry" / "correction"
-  / "actually" / "I mean", and "not Y but X" after those; X and Y are short (1-4 words).
+  / "actually" / "I mean", "not Y but X" after those, and "... is X, not Y" anywhere after a
+  cue ("quick correction: my sister's name is Hanna, not Anna"); X and Y are short (1-4
+  words). Without a cue, "I like dogs, not cats" is a preference, not a correction.
 What it misses: a forget or a correction stated indirectly ("that Boston thing is
 history"), one spread over two turns, pronouns ("forget it"), and corrections of a
 paraphrase (a memory that says "Anne" in other words). An LLM policy can still issue the
@@ -54,6 +56,8 @@ _CORRECT = [
     re.compile(r"\b(?:i meant|i mean|it'?s|it is|it was|that'?s|should be)\s+(?P<right>" + _SPAN + r"),?\s+not\s+(?P<wrong>" + _SPAN + r")(?=[.!?,;]|$)", re.I),
     re.compile(r"\b(?:sorry|correction|actually|oops)\b[,:]?\s+(?P<right>" + _SPAN + r"),?\s+not\s+(?P<wrong>" + _SPAN + r")(?=[.!?,;]|$)", re.I),
     re.compile(r"\b(?:sorry|correction|actually|i mean)\b[,:]?\s+not\s+(?P<wrong>" + _SPAN + r"),?\s+but\s+(?P<right>" + _SPAN + r")(?=[.!?,;]|$)", re.I),
+    # "Quick correction: my sister's name is Hanna, not Anna": a cue, then "is X, not Y"
+    re.compile(r"\b(?:sorry|correction|correct|actually|oops|typo|mistake|i meant)\b.*?\b(?:is|are|was|were)\s+(?P<right>" + _SPAN + r"),?\s+not\s+(?P<wrong>" + _SPAN + r")(?=[.!?,;]|$)", re.I),
 ]
 
 

@@ -29,6 +29,7 @@ def record(text: str, tier: Tier = Tier.SEMANTIC, version: int = 1) -> MemoryRec
         ("I meant Tuesday, not Monday", Correction(wrong="Monday", right="Tuesday")),
         ("Actually, not Paris but Lyon.", Correction(wrong="Paris", right="Lyon")),
         ("Oops, 2019 not 2018.", Correction(wrong="2018", right="2019")),
+        ("Quick correction from last time: my sister's name is Hanna, not Anna.", Correction(wrong="Anna", right="Hanna")),
     ],
 )
 def test_classifier_catches_explicit_forgets_and_corrections(text: str, expected: object) -> None:
@@ -44,6 +45,7 @@ def test_classifier_catches_explicit_forgets_and_corrections(text: str, expected
         "Remove the cake from the oven.",  # an ordinary verb, not a request about memory
         "I do not remember the name of the movie.",
         "I like dogs, not cats.",  # a preference, not a correction
+        "My favourite colour is green, not blue.",  # no correction cue: a statement
         "That Boston thing is history now.",  # indirect: documented as missed
         "I went to the support group yesterday.",
     ],
