@@ -32,8 +32,12 @@ RRF_K = 2
 
 def prefetch_limit(limit: int) -> int:
     """Candidates each half of a hybrid search ranks before fusion: deep enough that a
-    memory ranked low by one half but high by the other still meets the fusion."""
-    return max(4 * limit, 200)
+    memory ranked low by one half but high by the other still meets the fusion, shallow
+    enough to stay cheap (the BM25 half computes its per-scope IDF over what it ranks).
+    Measured: 4 x limit with a floor of 40 retrieves as 200 did on LoCoMo val (.722 / .789 /
+    .824 at 30 per speaker), at a fraction of the latency in a 20k scope (p95 +0.3 ms over
+    dense instead of +2.5 ms); 2 x limit cost recall@60 .013."""
+    return max(4 * limit, 40)
 
 #: payload fields every transport indexes (keyword), because every query filters on them.
 #: ``state`` is "live" or "deleted" as a keyword, not a bool: qdrant-edge 0.9 turns
