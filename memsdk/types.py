@@ -17,6 +17,8 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, Strict, model_validator
 
+from memsdk.dates import render_when, resolve_relative
+
 __all__ = [
     "Scope",
     "Tier",
@@ -274,8 +276,6 @@ class MemoryRecord(BaseModel):
         ``occurred_at`` (`memsdk.dates.resolve_relative`). The bank embeds and indexes the
         record without them: the added dates cost retrieval (LoCoMo val recall@10 .709 ->
         .685), while the answerer needs them for "when" questions."""
-        from memsdk.dates import render_when, resolve_relative
-
         text = resolve_relative(self.text, self.occurred_at) if resolve_dates else self.text
         if self.tier is not Tier.EPISODIC:
             return text

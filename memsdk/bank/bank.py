@@ -178,9 +178,10 @@ class MemoryBank:
         # only new text needs a new vector; a delete or restore keeps the stored one
         reembed = {e.memory_id for e in transition.events if e.event in (EventType.ADD, EventType.UPDATE)}
         fresh = [r for r in records if r.id in reembed]
-        vectors = dict(vectors) | {str(r.id): v for r, v in zip(fresh, self._embed([r.render(resolve_dates=False) for r in fresh]))}
+        indexed = {r.id: r.render(resolve_dates=False) for r in records}  # what is embedded and BM25-indexed
+        vectors = dict(vectors) | {str(r.id): v for r, v in zip(fresh, self._embed([indexed[r.id] for r in fresh]))}
         # BM25 costs microseconds, so every written record gets its sparse vector afresh
-        points = [codec.record_point(r, vectors[str(r.id)], self.bm25.document(r.render(resolve_dates=False))) for r in records]
+        points = [codec.record_point(r, vectors[str(r.id)], self.bm25.document(indexed[r.id])) for r in records]
         points += [codec.event_point(e) for e in transition.events]
         self.transport.upsert(points)  # one engine operation: records and their history together
         if transition.events:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Generator, Sequence
+from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,9 +150,8 @@ def episode_op(turn: Turn) -> Op:
     return Op.add(turn.text, tier=Tier.EPISODIC, speaker=turn.speaker, occurred_at=when, source_turn_ids=turn_ids, metadata=raw)
 
 
-def _dated(ops: Sequence[Op], turn: Turn) -> list[Op]:
+def _dated(ops: Sequence[Op], when: datetime | None) -> list[Op]:
     """Facts added from a turn happened when the turn did, unless the policy said otherwise."""
-    when = parse_when(turn.timestamp)
     if when is None:
         return list(ops)
     return [op.model_copy(update={"occurred_at": when}) if op.op is OpType.ADD and op.occurred_at is None else op for op in ops]
@@ -174,9 +174,10 @@ def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: Ac
     out.facts, out.fallback = extraction.facts, extraction.fallback
     out.calls += extraction.calls
     turn_ids = [turn.turn_id] if turn.turn_id else []
+    when = parse_when(turn.timestamp)
     actor = Actor(role="manager", version=policies.versions["manager"])
     for fact in out.facts:
-        transition = yield from _settle(fact, turn, scope, policies.manager, related_k, turn_ids, actor, out)
+        transition = yield from _settle(fact, when, scope, policies.manager, related_k, turn_ids, actor, out)
         if transition is not None:
             out.ops += _applied(transition)
     return out
@@ -211,7 +212,7 @@ def _supersede(intent: Forget | Correction, scope: Scope, request: MemoryRecord 
     out.ops += _applied(transition)
 
 
-def _settle(fact: str, turn: Turn, scope: Scope, manager: Manager, related_k: int, turn_ids: Sequence[str], actor: Actor, out: IngestOutcome) -> Generator[Effect, Any, Transition | None]:
+def _settle(fact: str, when: datetime | None, scope: Scope, manager: Manager, related_k: int, turn_ids: Sequence[str], actor: Actor, out: IngestOutcome) -> Generator[Effect, Any, Transition | None]:
     """One fact: related memories -> manager -> apply; from the search again when another
     writer changed a memory the decision read. The applied transition, or None."""
     for attempt in range(1, APPLY_ATTEMPTS + 1):
@@ -223,7 +224,7 @@ def _settle(fact: str, turn: Turn, scope: Scope, manager: Manager, related_k: in
             out.failures += decision.rejected
             return None
         try:
-            transition: Transition = yield Apply(scope, _dated(decision.ops, turn), actor)
+            transition: Transition = yield Apply(scope, _dated(decision.ops, when), actor)
         except (MemoryNotFound, Conflict) as exc:
             if attempt < APPLY_ATTEMPTS:
                 continue  # the abandoned decision's rejections are not this fact's outcome

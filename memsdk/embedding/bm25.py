@@ -11,7 +11,7 @@ on LoCoMo raw turns, recall@10 .451 dense, .624 BM25, .647 fused).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memsdk.store.base import Sparse
 
@@ -31,11 +31,8 @@ class Bm25Encoder:
         self._model = qdrant_edge.Bm25(config)
 
     def document(self, text: str) -> Sparse:
-        return _sparse(self._model.embed_document(text))
+        return Sparse.of(self._model.embed_document(text))
 
     def query(self, text: str) -> Sparse:
-        return _sparse(self._model.embed_query(text))
+        return Sparse.of(self._model.embed_query(text))
 
-
-def _sparse(vector: Any) -> Sparse:
-    return Sparse(tuple(vector.indices), tuple(vector.values))

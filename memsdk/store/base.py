@@ -85,6 +85,11 @@ class Sparse:
     indices: tuple[int, ...]
     values: tuple[float, ...]
 
+    @classmethod
+    def of(cls, vector: object) -> Sparse:
+        """From any engine's sparse vector (an object with ``indices`` and ``values``)."""
+        return cls(tuple(vector.indices), tuple(vector.values))  # type: ignore[attr-defined]
+
 
 @dataclass(frozen=True, slots=True)
 class Point:

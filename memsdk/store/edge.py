@@ -63,14 +63,18 @@ def _point(rec: Any, with_vectors: bool) -> Point:
     if with_vectors and rec.vector and VECTOR_NAME in rec.vector:
         vector = np.asarray(rec.vector[VECTOR_NAME], dtype=np.float32)
     if with_vectors and rec.vector and SPARSE_NAME in rec.vector:
-        sparse = Sparse(tuple(rec.vector[SPARSE_NAME].indices), tuple(rec.vector[SPARSE_NAME].values))
+        sparse = Sparse.of(rec.vector[SPARSE_NAME])
     return Point(str(rec.id), dict(rec.payload or {}), vector, sparse)
+
+
+def _engine_sparse(sparse: Sparse) -> qe.SparseVector:
+    return qe.SparseVector(list(sparse.indices), list(sparse.values))
 
 
 def _edge_point(p: Point) -> qe.Point:
     vector: dict[str, Any] = {} if p.vector is None else {VECTOR_NAME: p.vector.astype(np.float32).tolist()}
     if p.sparse is not None:
-        vector[SPARSE_NAME] = qe.SparseVector(list(p.sparse.indices), list(p.sparse.values))
+        vector[SPARSE_NAME] = _engine_sparse(p.sparse)
     return qe.Point(p.id, vector, p.payload)
 
 
@@ -243,7 +247,7 @@ class EdgeTransport:
             request = qe.QueryRequest(limit=limit, query=dense, filter=flt, with_payload=True, with_vector=False)
         else:
             depth = prefetch_limit(limit)
-            bm25 = qe.Query.Nearest(qe.SparseVector(list(sparse.indices), list(sparse.values)), using=SPARSE_NAME)
+            bm25 = qe.Query.Nearest(_engine_sparse(sparse), using=SPARSE_NAME)
             # IDF over the caller's scope, not the whole shard (other users' words must not weigh in)
             per_scope = qe.SearchParams(idf=qe.IdfParams(corpus=flt))
             request = qe.QueryRequest(

@@ -104,10 +104,13 @@ class QdrantClientTransport:
         # one request: a server applies it as one WAL entry per shard
         self._call(self._client.upsert, self.collection, structs, wait=True)
 
+    def _sparse(self, sparse: Sparse) -> Any:
+        return self._m.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+
     def _vectors(self, p: Point) -> dict[str, Any]:
         out: dict[str, Any] = {} if p.vector is None else {VECTOR_NAME: np.asarray(p.vector, dtype=np.float32).tolist()}
         if p.sparse is not None and self.hybrid:
-            out[SPARSE_NAME] = self._m.SparseVector(indices=list(p.sparse.indices), values=list(p.sparse.values))
+            out[SPARSE_NAME] = self._sparse(p.sparse)
         return out
 
     def search(self, vector: np.ndarray, where: Where, limit: int, *, sparse: Sparse | None = None) -> list[Hit]:
@@ -119,7 +122,7 @@ class QdrantClientTransport:
             query: dict[str, Any] = {"query": dense, "using": VECTOR_NAME}
         else:
             depth = prefetch_limit(limit)
-            bm25 = m.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+            bm25 = self._sparse(sparse)
             query = {
                 "prefetch": [
                     m.Prefetch(query=dense, using=VECTOR_NAME, filter=flt, limit=depth),
@@ -142,17 +145,20 @@ class QdrantClientTransport:
                 limit=_PAGE,
                 offset=offset,
                 with_payload=True,
-                with_vectors=[VECTOR_NAME, SPARSE_NAME] if with_vectors and self.hybrid else [VECTOR_NAME] if with_vectors else False,
+                with_vectors=self._stored_vectors() if with_vectors else False,
             )
             for r in page:
                 vec = sparse = None
                 if with_vectors and isinstance(r.vector, dict) and VECTOR_NAME in r.vector:
                     vec = np.asarray(r.vector[VECTOR_NAME], dtype=np.float32)
                 if with_vectors and isinstance(r.vector, dict) and SPARSE_NAME in r.vector:
-                    sparse = Sparse(tuple(r.vector[SPARSE_NAME].indices), tuple(r.vector[SPARSE_NAME].values))
+                    sparse = Sparse.of(r.vector[SPARSE_NAME])
                 yield Point(str(r.id), dict(r.payload or {}), vec, sparse)
             if offset is None:
                 return
+
+    def _stored_vectors(self) -> list[str]:
+        return [VECTOR_NAME, SPARSE_NAME] if self.hybrid else [VECTOR_NAME]
 
     def count(self, where: Where) -> int:
         return self._call(self._client.count, self.collection, count_filter=self._filter(where), exact=True).count
