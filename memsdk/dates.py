@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["parse_when", "render_when", "render_day", "resolve_relative"]
+__all__ = ["parse_when", "render_when", "render_timestamp", "render_day", "resolve_relative"]
 
 _MONTHS = {m: i for i, m in enumerate("january february march april may june july august september october november december".split(), start=1)}
 _MONTHS |= {m[:3]: i for m, i in list(_MONTHS.items())}
@@ -52,6 +52,12 @@ def render_when(value: datetime) -> str:
         return day
     hour = value.hour % 12 or 12
     return f"{hour}:{value.minute:02d} {'am' if value.hour < 12 else 'pm'} on {day}"
+
+
+def render_timestamp(value: datetime | str) -> str:
+    """A turn's timestamp as a prompt or a fact shows it: text as the app wrote it, a datetime
+    the way `render_when` writes one (not Python's ``2026-12-01 01:46:05.636576+00:00``)."""
+    return render_when(value) if isinstance(value, datetime) else value
 
 
 def render_day(value: datetime) -> str:

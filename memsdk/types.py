@@ -37,6 +37,8 @@ __all__ = [
 ]
 
 ID_MAX_CHARS = 256
+#: the longest question or search query the client accepts
+QUESTION_MAX_CHARS = 2000
 
 
 def utcnow() -> datetime:

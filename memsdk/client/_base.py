@@ -29,7 +29,7 @@ from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
 from memsdk.errors import ClientClosed, InvalidInput, PolicyError
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import PolicyRegistry
-from memsdk.types import API_ACTOR, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, utcnow
+from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, utcnow
 
 __all__ = ["BaseClient", "TimedEmbedder", "Timings", "SCOPE_LOCK_STRIPES"]
 
@@ -285,8 +285,8 @@ class BaseClient:
     def _check_question(question: str) -> str:
         if not isinstance(question, str) or not question.strip():
             raise InvalidInput("question", "must be a non-empty string")
-        if len(question) > 2000:
-            raise InvalidInput("question", f"is {len(question)} characters, the limit is 2000")
+        if len(question) > QUESTION_MAX_CHARS:
+            raise InvalidInput("question", f"is {len(question)} characters, the limit is {QUESTION_MAX_CHARS}")
         return question
 
     # -- direct memory access (blocking; the async twin runs these in a thread) ------------------

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from memsdk.dates import render_timestamp
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, afall_back, fall_back
 from memsdk.policies.prompts import load_prompt
@@ -72,7 +73,7 @@ class LLMExtractor:
     def prompt_values(self, turn: Turn, context: Sequence[Turn]) -> dict[str, str]:
         recent = list(context)[-self.context_turns :] if self.context_turns else []
         return {
-            "timestamp": str(turn.timestamp or "unknown"),
+            "timestamp": render_timestamp(turn.timestamp) if turn.timestamp else "unknown",
             "context": "\n".join(render_turn(t) for t in recent) or "(none)",
             "speaker": turn.speaker,
             "text": turn.text[:MAX_TURN_CHARS],
@@ -107,7 +108,7 @@ class ChunkExtractor(LLMExtractor):
         # `context` is the chunk before `turn`; the whole chunk goes into one prompt
         chunk = [*context, turn]
         budget = MAX_TURN_CHARS * 2 // max(1, len(chunk))
-        return {"timestamp": str(turn.timestamp or "unknown"), "chunk": "\n".join(render_turn(t, budget) for t in chunk)}
+        return {"timestamp": render_timestamp(turn.timestamp) if turn.timestamp else "unknown", "chunk": "\n".join(render_turn(t, budget) for t in chunk)}
 
     def extract_chunk(self, chunk: Sequence[Turn]) -> Extraction:
         return self.extract(chunk[-1], chunk[:-1])

@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memsdk.dates import render_timestamp
 from memsdk.policies.answerer import UNKNOWN, Answer
 from memsdk.policies.extractor import Extraction
 from memsdk.policies.manager import Decision
@@ -51,7 +52,7 @@ class HeuristicExtractor:
     def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
         if len(_words(turn.text)) < self.min_words:
             return Extraction([])
-        when = f" (on {turn.timestamp})" if turn.timestamp else ""
+        when = f" (on {render_timestamp(turn.timestamp)})" if turn.timestamp else ""
         return Extraction([f"{turn.speaker}{when}: {turn.text.strip()[: self.max_chars]}"])
 
     async def aextract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
