@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = ["ClientConfig", "default_data_dir"]
 
@@ -42,9 +42,16 @@ class ClientConfig(BaseModel):
     context_turns: int = Field(2, ge=0, le=20)
     hybrid: bool = Field(True, description="Answer retrieval fuses dense (MiniLM) and BM25 rankings inside Qdrant; False: dense only.")
     tiers: bool = Field(True, description="Keep every turn verbatim in the episodic tier and answer from core + semantic + episodic; False: semantic facts only (the single-tier design, for comparison).")
+    writer: bool = Field(False, description="Ingest with Mem-alpha's writer (one call per turn: several memory_insert / memory_update / memory_delete calls over the core and semantic tiers) instead of extractor + manager; needs LLM policies and tiers.")
     log_interactions: bool = Field(True, description="Record every ingest and answer for training.")
     embedder_threads: int = Field(1, ge=1)
     llm_timeout_s: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _writer_needs_llm_and_tiers(self) -> Self:
+        if self.writer and (self.policies == "heuristic" or not self.tiers):
+            raise ValueError("writer=True needs policies='llm' and tiers=True (the writer is an LLM policy over the tiers)")
+        return self
 
     @property
     def checkpoints(self) -> Path:

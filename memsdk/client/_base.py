@@ -13,7 +13,7 @@ import uuid
 import zlib
 from collections import deque
 from datetime import timedelta
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import contextmanager
 from typing import IO, Any, Iterator
 
@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from memsdk.bank import MemoryBank, as_memory_id, as_scope
-from memsdk.client.pipeline import ActivePolicies, AnswerOutcome, Apply, IngestOutcome, Search
+from memsdk.client.pipeline import ActivePolicies, AnswerOutcome, Apply, Effect, IngestOutcome, Search, ingest_steps, write_steps
 from memsdk.client.policies import PolicySet, Switch
 from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo
 from memsdk.config import ClientConfig
@@ -130,6 +130,13 @@ class BaseClient:
     def _owned_backend(self) -> Any:
         """The backend to close: the one the client built, never an injected one."""
         return self._backend if self._owns_backend else None
+
+    def _ingest_steps(self, turn: Turn, context: Sequence[Turn], scope: Scope, active: ActivePolicies) -> Generator[Effect, Any, IngestOutcome]:
+        """The pipeline one turn goes through: Mem-alpha's writer when it is on, else the
+        extractor and the manager (Memory-R1)."""
+        if active.writer is not None:
+            return write_steps([turn], scope, active.writer, self.config.related_k, version=active.versions["writer"])
+        return ingest_steps(turn, context, scope, active, self.config.related_k, episodic=self.config.tiers)
 
     def _check_open(self) -> None:
         if self._closed:

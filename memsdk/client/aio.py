@@ -19,7 +19,7 @@ from typing import IO, Any
 from tqdm import tqdm
 
 from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike
-from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, Extract, Search, answer_steps, ingest_steps, resume, retrieve_steps
+from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, Extract, Search, Write, answer_steps, resume, retrieve_steps
 from memsdk.client.results import AnswerResult, IngestResult
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.registry import ROLES
@@ -70,6 +70,8 @@ class AsyncMemoryClient(BaseClient):
                 return await effect.policy.aextract(effect.turn, effect.context)
             if isinstance(effect, Decide):
                 return await effect.policy.adecide(effect.facts, effect.related, source_turn_ids=effect.turn_ids)
+            if isinstance(effect, Write):
+                return await effect.policy.awrite(effect.chunk, effect.memories)
             if isinstance(effect, AnswerQuestion):
                 return await effect.policy.aanswer(effect.question, effect.memories)
         raise TypeError(f"unknown effect {effect!r}")
@@ -102,7 +104,7 @@ class AsyncMemoryClient(BaseClient):
         async with self._scope_locks[self._stripe(scope)]:
             seen, whose = self._context_of(scope)
             active = self._policies.active()
-            outcome = await self._run(ingest_steps(turn, seen, scope, active, self.config.related_k, episodic=self.config.tiers), timings)
+            outcome = await self._run(self._ingest_steps(turn, seen, scope, active), timings)
             self._context_for(scope).append((scope, turn))
         return await asyncio.to_thread(self._ingest_result, turn, seen, whose, scope, active, outcome, started, timings)
 

@@ -29,15 +29,16 @@ from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
-from memsdk.errors import Conflict, MemoryNotFound
+from memsdk.errors import Conflict, InvalidInput, MemoryNotFound, PolicyError
 from memsdk.interactions.types import AppliedOp
 from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall
 from memsdk.policies.supersede import Correction, Forget, classify, supersede_ops
+from memsdk.policies.writer import Writer, Written
 from memsdk.bank.transition import Transition
 from memsdk.dates import parse_when
 from memsdk.types import Actor, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn
 
-__all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Extract", "Search", "Decide", "Apply", "AnswerQuestion", "Effect", "IngestOutcome", "AnswerOutcome", "ingest_steps", "answer_steps"]
+__all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Extract", "Search", "Decide", "Apply", "Write", "AnswerQuestion", "Effect", "IngestOutcome", "WriteOutcome", "AnswerOutcome", "ingest_steps", "write_steps", "answer_steps"]
 
 
 #: search -> decide -> apply rounds per fact before a fact that keeps conflicting is reported
@@ -63,6 +64,8 @@ class ActivePolicies:
     manager: Manager
     answerer: Answerer
     versions: dict[str, str]
+    #: set: ingest runs Mem-alpha's writer (`write_steps`) instead of extractor + manager
+    writer: Writer | None = None
 
 
 @dataclass(frozen=True)
@@ -99,13 +102,20 @@ class Apply:
 
 
 @dataclass(frozen=True)
+class Write:
+    policy: Writer
+    chunk: Sequence[Turn]
+    memories: Sequence[ScoredMemory]
+
+
+@dataclass(frozen=True)
 class AnswerQuestion:
     policy: Answerer
     question: str
     memories: Sequence[ScoredMemory]
 
 
-Effect = Extract | Search | Decide | Apply | AnswerQuestion
+Effect = Extract | Search | Decide | Apply | Write | AnswerQuestion
 
 
 @dataclass(frozen=True)
@@ -132,6 +142,16 @@ class IngestOutcome:
     failures: list[str] = field(default_factory=list)
     fallback: bool = False
     episodic_id: uuid.UUID | None = None
+
+
+@dataclass
+class WriteOutcome(IngestOutcome):
+    """What `write_steps` did. ``executed`` has one flag per call the writer's reply held:
+    True where the bank applied it, False where the reader, the guard or the bank refused it
+    (Mem-alpha's R2_t is their mean). ``episodic_id`` is the chunk's last turn."""
+
+    executed: list[bool] = field(default_factory=list)
+    episodic_ids: list[uuid.UUID] = field(default_factory=list)
 
 
 @dataclass
@@ -180,6 +200,51 @@ def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: Ac
         transition = yield from _settle(fact, when, scope, policies.manager, related_k, turn_ids, actor, out)
         if transition is not None:
             out.ops += _applied(transition)
+    return out
+
+
+def write_steps(chunk: Sequence[Turn], scope: Scope, writer: Writer, related_k: int, *, version: str, episodic: bool = True) -> Generator[Effect, Any, WriteOutcome]:
+    """Mem-alpha's write step: the chunk's turns into the episodic tier (no LLM), forget
+    requests and corrections applied by rules (`_supersede`), then the writer sees the core
+    memory and the chunk's related semantic memories and replies with calls, applied one op
+    per `Apply` so that the transition function refuses a call alone.
+
+    A dead writer costs nothing that was said: the turns are kept, the failure is reported."""
+    out = WriteOutcome()
+    if episodic:
+        kept: Transition = yield Apply(scope, [episode_op(t) for t in chunk], INGEST_ACTOR)
+        out.episodic_ids = [r.id for r in kept.records]
+        out.episodic_id = out.episodic_ids[-1] if out.episodic_ids else None
+    stated = []
+    for i, turn in enumerate(chunk):  # forget requests and corrections, as `ingest_steps` applies them
+        if (intent := classify(turn.text)) is None:
+            stated.append(turn)
+        else:
+            yield from _supersede(intent, scope, kept.records[i] if episodic else None, out)
+    if not stated:
+        return out
+    chunk = stated
+    query = "\n".join(t.text for t in chunk)
+    core: list[ScoredMemory] = yield Search([scope], query, 1, Tier.CORE)
+    related: list[ScoredMemory] = yield Search([scope], query, related_k, Tier.SEMANTIC, hybrid=True)
+    try:
+        written: Written = yield Write(writer, chunk, [*core, *related])
+    except PolicyError as exc:
+        out.failures.append(f"writer failed, the chunk is kept in the episodic tier only: {exc}")
+        return out
+    out.calls += written.calls
+    out.failures += written.rejected
+    out.executed += [False] * len(written.rejected)
+    actor = Actor(role="writer", version=version)
+    for op in _dated(written.ops, parse_when(chunk[-1].timestamp) if chunk else None):
+        try:
+            transition: Transition = yield Apply(scope, [op], actor)
+        except (InvalidInput, MemoryNotFound, Conflict) as exc:
+            out.executed.append(False)
+            out.failures.append(f"{op.op} refused by the bank: {exc}")
+            continue
+        out.executed.append(True)
+        out.ops += _applied(transition)
     return out
 
 

@@ -23,7 +23,7 @@ from memsdk.client.pipeline import ActivePolicies
 from memsdk.client.results import PolicyInfo
 from memsdk.config import ClientConfig
 from memsdk.errors import InvalidInput, PolicyError
-from memsdk.policies import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, PolicyConfig, llm_policy_class
+from memsdk.policies import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, PolicyConfig, llm_policy_class
 from memsdk.registry import BASE_VERSION, ROLES, PolicyRegistry
 
 __all__ = ["PolicySet", "Switch"]
@@ -49,6 +49,9 @@ class PolicySet:
         self._versions = {role: BASE_VERSION for role in ROLES}
         self._history: dict[str, list[str]] = {role: [] for role in ROLES}
         self._policies = {role: self._build(role, None, None) for role in ROLES}
+        # Mem-alpha's writer serves the base model with its default prompt: it is not a
+        # registry role yet, so it has no versions to switch between
+        self._writer = LLMWriter(backend, PolicyConfig()) if config.writer else None
 
     @property
     def heuristic(self) -> bool:
@@ -72,7 +75,8 @@ class PolicySet:
                 extractor=self._policies["extractor"],
                 manager=self._policies["manager"],
                 answerer=self._policies["answerer"],
-                versions={role: self.version_label(role) for role in ROLES},
+                versions={role: self.version_label(role) for role in ROLES} | ({"writer": BASE_VERSION} if self._writer else {}),
+                writer=self._writer,
             )
 
     def info(self) -> dict[str, PolicyInfo]:

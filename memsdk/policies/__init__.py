@@ -1,4 +1,4 @@
-"""The three memory policies (extractor, manager, answerer), LLM-driven or heuristic.
+"""The memory policies (extractor, manager, answerer; Mem-alpha's writer), LLM-driven or heuristic.
 
 Every LLM policy is prompt (a versioned data file) + output schema (one pydantic model,
 used for constrained decoding and for parsing) + backend + model name, and records each
@@ -12,6 +12,7 @@ from memsdk.policies.extractor import ChunkExtractor, Extraction, Extractor, LLM
 from memsdk.policies.heuristic import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager
 from memsdk.policies.manager import ChunkManager, Decision, LLMManager, Manager, OpGuard, to_ops
 from memsdk.policies.prompts import PromptTemplate, load_prompt, split_prompt_id
+from memsdk.policies.writer import LLMWriter, Writer, Written, writer_ops
 
 LLMPolicy = LLMExtractor | LLMManager | LLMAnswerer
 
@@ -30,6 +31,7 @@ __all__ = [
     "LLMCaller",
     "LLMExtractor",
     "LLMManager",
+    "LLMWriter",
     "LLMPolicy",
     "Manager",
     "OpGuard",
@@ -43,6 +45,9 @@ __all__ = [
     "memory_r2_policies",
     "split_prompt_id",
     "to_ops",
+    "Writer",
+    "Written",
+    "writer_ops",
 ]
 
 

@@ -20,7 +20,7 @@ from memsdk.policies.prompts import load_prompt
 from memsdk.policies.schemas import ManagerDecision
 from memsdk.types import Op, OpType, ScoredMemory, check_text
 
-__all__ = ["Decision", "Manager", "LLMManager", "ChunkManager", "OpGuard", "to_ops", "render_memories"]
+__all__ = ["Decision", "Manager", "LLMManager", "ChunkManager", "OpGuard", "to_ops", "render_memories", "grounded", "valid_text"]
 
 MEMORY_CHARS = 300
 
@@ -112,7 +112,7 @@ def to_ops(
         if kind is OpType.DELETE and storm:
             continue
         if kind is OpType.ADD:
-            text = _valid_text(out.text, guard)
+            text = valid_text(out.text, guard.max_text_chars)
             if text is None:
                 rejected.append(f"ops[{i}]: ADD without usable text")
             elif facts and not grounded(text, facts, guard.min_grounding):
@@ -130,7 +130,7 @@ def to_ops(
         if kind is OpType.DELETE:
             ops.append(Op.delete(target, expected_version=seen))
         else:
-            text = _valid_text(out.text, guard)
+            text = valid_text(out.text, guard.max_text_chars)
             if text is None:
                 rejected.append(f"ops[{i}]: UPDATE of [{out.id}] without usable text")
                 continue
@@ -147,8 +147,9 @@ def to_ops(
     return ops, rejected
 
 
-def _valid_text(text: str | None, guard: OpGuard) -> str | None:
-    if text is None or len(text) > guard.max_text_chars:
+def valid_text(text: str | None, max_chars: int) -> str | None:
+    """``text`` when a memory may hold it (not blank, no NULs, at most ``max_chars``), else None."""
+    if text is None or len(text) > max_chars:
         return None
     try:
         return check_text(text)
@@ -197,7 +198,7 @@ class LLMManager:
         """With no related memory there is nothing to update, delete or duplicate: every fact
         is new. Asking the model anyway only risks dropping the fact (a small model invents
         aliases for memories that are not there), so the decision is ADD without a call."""
-        texts = [t for f in facts if (t := _valid_text(f, self.guard)) is not None]
+        texts = [t for f in facts if (t := valid_text(f, self.guard.max_text_chars)) is not None]
         self.stats.add("first_memory_adds", len(texts))
         return Decision([Op.add(t, source_turn_ids=tuple(turns)) for t in texts])
 

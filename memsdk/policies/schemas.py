@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from memsdk.policies.parsing import trim_loop
 
-__all__ = ["ExtractedFacts", "ManagerOpOut", "ManagerDecision", "AnswerOut", "json_schema", "ANSWER_ALIASES"]
+__all__ = ["ExtractedFacts", "ManagerOpOut", "ManagerDecision", "WriterCallOut", "WriterCalls", "dropped_calls", "AnswerOut", "json_schema", "ANSWER_ALIASES"]
 
 #: an atomic fact is a sentence ("Caroline adopted a dog named Buddy in May 2023"), not a paragraph
 MAX_FACT_CHARS = 200
@@ -46,6 +46,11 @@ MAX_FACTS = 8
 MAX_MEMORY_CHARS = 300
 #: one op per memory shown (5) plus one ADD
 MAX_OPS = 6
+#: calls in one writer reply (Mem-alpha emits several per chunk); its 256 tokens fit about this many
+MAX_CALLS = 6
+#: the writer rewrites the core summary in one call; the bank bounds a core memory itself
+#: (`BankLimits.max_core_chars`), this keeps one call within the writer's token budget
+MAX_WRITER_TEXT_CHARS = 600
 #: the answer is at most ~6 words; the answerer keeps max_answer_words of it
 MAX_ANSWER_CHARS = 100
 MAX_EVIDENCE = 6
@@ -147,6 +152,72 @@ class ManagerDecision(BaseModel):
         if len(kept) > MAX_OPS:
             notes.append(f"ops: {len(kept)} ops, the first {MAX_OPS} kept")
         return {**data, "ops": kept[:MAX_OPS]}, notes
+
+
+class WriterCallOut(BaseModel):
+    """One Mem-alpha function call: ``fn`` names the function, ``id`` is a memory's alias.
+
+    ``tier`` accepts every tier, episodic included: what a tier allows is the transition
+    function's rule (an episodic insert by the writer is refused there, and counted as a
+    call that did not execute), not the schema's."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    fn: Literal["memory_insert", "memory_update", "memory_delete"]
+    tier: Literal["core", "semantic", "episodic"] | None = None
+    id: int | None = None
+    text: Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_WRITER_TEXT_CHARS)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, data: Any) -> Any:
+        # the prompt's response prefix ends in "memory_", and an unconstrained reply is read
+        # with the prefix in front; a model that repeats the prefix writes "memory_memory_insert"
+        if isinstance(data, dict) and isinstance(fn := data.get("fn"), str) and fn.startswith("memory_memory_"):
+            data = {**data, "fn": fn.removeprefix("memory_")}
+        return data
+
+
+class WriterCalls(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    calls: list[WriterCallOut] = Field(max_length=MAX_CALLS)
+
+    @classmethod
+    def salvage(cls, data: Any) -> tuple[Any, Notes]:
+        """As `ManagerDecision.salvage`: a bare call or list is the reply, each call that does
+        not validate is dropped with a note (`dropped_calls` counts them: Mem-alpha's R2 needs
+        every call the model wrote, executed or not), a looping text is cut."""
+        notes: Notes = []
+        if isinstance(data, list) or (isinstance(data, dict) and "fn" in data and "calls" not in data):
+            data = {"calls": data}
+        if not isinstance(data, dict) or "calls" not in data:
+            return data, notes
+        calls = _as_list(data["calls"], "calls", notes)
+        if not isinstance(calls, list):
+            return data, notes
+        kept = []
+        for i, call in enumerate(calls):
+            where = f"calls[{i}]"
+            if isinstance(call, dict) and isinstance(call.get("text"), str):
+                call = {**call, "text": _unloop(call["text"], f"{where}.text", notes)}
+            try:
+                kept.append(WriterCallOut.model_validate(call).model_dump())
+            except ValidationError as exc:
+                e = exc.errors()[0]
+                notes.append(f"{where}: dropped ({'.'.join(map(str, e['loc'])) or 'call'}: {e['msg']})")
+        if calls and not kept:
+            return data, notes
+        if len(kept) > MAX_CALLS:
+            notes.append(f"calls: {len(kept)} calls, the first {MAX_CALLS} kept")
+        return {**data, "calls": kept[:MAX_CALLS]}, notes
+
+
+def dropped_calls(notes: Notes) -> int:
+    """How many of a writer reply's calls the reader dropped (`WriterCalls.salvage`'s notes)."""
+    return sum(1 for n in notes if n.startswith("calls[") and ": dropped (" in n) + sum(
+        int(n.split()[1]) - MAX_CALLS for n in notes if n.startswith("calls: ") and n.endswith(f"the first {MAX_CALLS} kept")
+    )
 
 
 class AnswerOut(BaseModel):

@@ -1,0 +1,151 @@
+"""Mem-alpha's writer: one chunk of conversation + the memory it may change -> function calls.
+
+One reply holds several calls (``memory_insert`` / ``memory_update`` / ``memory_delete``),
+each naming a tier on insert. The model sees memories as ``[i] (tier) text``, integer
+aliases as the manager does. `writer_ops` maps the aliases back and drops, one by one and
+with a note each, the calls that cannot be ops (an unknown alias, no usable text, a second
+call on one memory, a delete storm, text not grounded in the chunk). The rest are applied in
+order by the pipeline (`memsdk.client.pipeline.write_steps`), one op per `MemoryBank.apply`,
+so that the transition function refuses what a tier does not allow (an episodic insert, a
+second core memory) call by call too. Every refused call is counted: Mem-alpha's format
+reward R2_t is the share of a step's calls that executed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from memsdk.dates import render_timestamp
+from memsdk.llm.base import AsyncLLMBackend, LLMBackend
+from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
+from memsdk.policies.extractor import MAX_TURN_CHARS, render_turn
+from memsdk.policies.manager import OpGuard, grounded, valid_text
+from memsdk.policies.prompts import load_prompt
+from memsdk.policies.schemas import MAX_WRITER_TEXT_CHARS, WriterCalls, dropped_calls
+from memsdk.types import Op, ScoredMemory, Tier, Turn
+
+__all__ = ["Written", "Writer", "LLMWriter", "writer_ops", "render_tiered"]
+
+
+@dataclass
+class Written:
+    """A writer's reply as ops, in the order the model wrote them.
+
+    ``rejected`` has one note per call that never reached the bank (dropped by the reader or
+    by `writer_ops`); the bank may refuse some of ``ops`` too (`write_steps` counts those)."""
+
+    ops: list[Op]
+    calls: list[PolicyCall] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+
+
+@runtime_checkable
+class Writer(Protocol):
+    role: str
+
+    def write(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written: ...
+
+    async def awrite(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written: ...
+
+
+def render_tiered(memories: Sequence[ScoredMemory]) -> str:
+    """``[i] (tier) text`` per memory: the writer must know which one is the core summary."""
+    return "\n".join(f"[{i}] ({m.record.tier}) {m.record.text[:MAX_WRITER_TEXT_CHARS]}" for i, m in enumerate(memories)) or "(none)"
+
+
+def writer_ops(reply: WriterCalls, memories: Sequence[ScoredMemory], *, chunk: str, source_turn_ids: Sequence[str] = (), guard: OpGuard = OpGuard()) -> tuple[list[Op], list[str]]:
+    """The reply's calls as ops, and a note per call dropped (see the module docstring).
+
+    Written text must be grounded in the chunk (an update: in the chunk or the memory it
+    rewrites), `OpGuard.min_grounding` of its content words: a small model copies its
+    prompt's example over unrelated memories. A core rewrite is exempt from the
+    ``max_text_chars`` bound of a fact; the bank bounds it (``max_core_chars``)."""
+    ops: list[Op] = []
+    rejected: list[str] = []
+    touched: set[int] = set()
+    turns = tuple(source_turn_ids)
+    deletes = sum(c.fn == "memory_delete" for c in reply.calls)
+    storm = deletes > guard.max_deletes or (len(memories) > 1 and deletes >= len(memories))
+    for i, call in enumerate(reply.calls):
+        where = f"calls[{i}] {call.fn}"
+        if call.fn == "memory_insert":
+            tier = Tier(call.tier or Tier.SEMANTIC)
+            text = valid_text(call.text, MAX_WRITER_TEXT_CHARS if tier is Tier.CORE else guard.max_text_chars)
+            if text is None:
+                rejected.append(f"{where}: no usable text")
+            elif not grounded(text, [chunk], guard.min_grounding):
+                rejected.append(f"{where}: text not grounded in the chunk: {text[:60]!r}")
+            else:
+                ops.append(Op.add(text, tier=tier, source_turn_ids=turns))
+            continue
+        if call.id is None or not 0 <= call.id < len(memories):
+            rejected.append(f"{where}: unknown memory [{call.id}]")
+            continue
+        if call.id in touched:
+            rejected.append(f"{where}: second call on memory [{call.id}]")
+            continue
+        target = memories[call.id].record
+        if call.fn == "memory_delete":
+            if storm:
+                rejected.append(f"{where}: delete storm ({deletes} deletes of {len(memories)} memories), not applied")
+                continue
+            ops.append(Op.delete(target.id, expected_version=target.version))
+        else:
+            text = valid_text(call.text, MAX_WRITER_TEXT_CHARS if target.tier is Tier.CORE else guard.max_text_chars)
+            if text is None:
+                rejected.append(f"{where}: no usable text for [{call.id}]")
+                continue
+            if not grounded(text, [chunk, target.text], guard.min_grounding):
+                rejected.append(f"{where}: text for [{call.id}] not grounded in the chunk or the memory: {text[:60]!r}")
+                continue
+            ops.append(Op.update(target.id, text, source_turn_ids=turns, expected_version=target.version))
+        touched.add(call.id)
+    return ops, rejected
+
+
+class LLMWriter:
+    """Asks the model for Mem-alpha's function calls on one chunk (several per reply)."""
+
+    role = "writer"
+    prompt_role = "writer"
+    max_tokens = 256
+
+    def __init__(self, backend: LLMBackend | AsyncLLMBackend, config: PolicyConfig = PolicyConfig(), *, guard: OpGuard = OpGuard(), stats: PolicyStats | None = None) -> None:
+        self.backend, self.guard = backend, guard
+        self.caller = LLMCaller(load_prompt(self.prompt_role, config.prompt_version), WriterCalls, config, default_max_tokens=self.max_tokens, stats=stats)
+
+    @property
+    def stats(self) -> PolicyStats:
+        return self.caller.stats
+
+    @staticmethod
+    def chunk_text(chunk: Sequence[Turn]) -> str:
+        budget = MAX_TURN_CHARS * 2 // max(1, len(chunk))
+        return "\n".join(render_turn(t, budget) for t in chunk)
+
+    @classmethod
+    def prompt_values(cls, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> dict[str, str]:
+        when = chunk[0].timestamp if chunk else None
+        return {"memories": render_tiered(memories), "chunk": cls.chunk_text(chunk), "timestamp": render_timestamp(when) if when else "unknown"}
+
+    def finish(self, value: WriterCalls | None, call: PolicyCall, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
+        """A parsed reply as ops: the one reading of a reply that serving and training share."""
+        if value is None:
+            return Written([], [call], [f"unparseable output: {call.failure}"])
+        dropped = [f"calls: {n}" for n in call.salvaged if n.startswith("calls[") and ": dropped (" in n]
+        dropped += ["calls: over the limit, dropped"] * (dropped_calls(call.salvaged) - len(dropped))
+        turns = [t.turn_id for t in chunk if t.turn_id]
+        ops, rejected = writer_ops(value, memories, chunk=self.chunk_text(chunk), source_turn_ids=turns, guard=self.guard)
+        rejected = dropped + rejected
+        if rejected:
+            self.stats.add("rejected_calls", len(rejected))
+            call.failure = "; ".join(rejected)
+        return Written(ops, [call], rejected)
+
+    def write(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
+        return self.finish(*self.caller.call(self.backend, **self.prompt_values(chunk, memories)), chunk, memories)  # type: ignore[arg-type]
+
+    async def awrite(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
+        return self.finish(*await self.caller.acall(self.backend, **self.prompt_values(chunk, memories)), chunk, memories)  # type: ignore[arg-type]
