@@ -1,8 +1,8 @@
-"""``python -m memsdk_training train manager|manager-ppo|answerer|memory-r2 --config FILE``.
+"""``python -m memsdk_training train manager|manager-ppo|answerer|memory-r2|writer --config FILE``.
 
 The config file (YAML or JSON) fills the recipe's typed config; ``--steps``,
 ``--output-dir`` and ``--device`` override it for quick runs. A run with an existing
-``<output_dir>/checkpoints/last`` resumes from it (manager, manager-ppo, answerer).
+``<output_dir>/checkpoints/last`` resumes from it (manager, manager-ppo, answerer, writer).
 ``manager-ppo`` is the manager with PPO and a value head instead of GRPO: the same
 environment, its own config (`ManagerPPOConfig`: gamma, lam, vf_coef, value_clip, value_lr).
 """
@@ -23,6 +23,7 @@ RECIPES = {
     "manager-ppo": ("ppo_manager", "ManagerPPOConfig", "ManagerPPORecipe"),
     "answerer": ("grpo_answerer", "AnswererGRPOConfig", "AnswererGRPORecipe"),
     "memory-r2": ("logo_grpo", "LogoGRPOConfig", "LogoGRPORecipe"),
+    "writer": ("grpo_writer", "WriterGRPOConfig", "WriterGRPORecipe"),
 }
 
 

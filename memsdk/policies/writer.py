@@ -130,22 +130,27 @@ class LLMWriter:
         when = chunk[0].timestamp if chunk else None
         return {"memories": render_tiered(memories), "chunk": cls.chunk_text(chunk), "timestamp": render_timestamp(when) if when else "unknown"}
 
-    def finish(self, value: WriterCalls | None, call: PolicyCall, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
-        """A parsed reply as ops: the one reading of a reply that serving and training share."""
+    def read(self, value: WriterCalls | None, notes: Sequence[str], error: str | None, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
+        """A parsed reply (`parsing.parse`: value, notes, error) as ops and a note per refused
+        call: the one reading of a reply that serving and the Mem-alpha recipe share."""
         if value is None:
-            return Written([], [call], [f"unparseable output: {call.failure}"])
-        dropped = [f"calls: {n}" for n in call.salvaged if n.startswith("calls[") and ": dropped (" in n]
-        dropped += ["calls: over the limit, dropped"] * (dropped_calls(call.salvaged) - len(dropped))
+            return Written([], [], [f"unparseable output: {error}"])
+        dropped = [f"calls: {n}" for n in notes if n.startswith("calls[") and ": dropped (" in n]
+        dropped += ["calls: over the limit, dropped"] * (dropped_calls(list(notes)) - len(dropped))
         turns = [t.turn_id for t in chunk if t.turn_id]
         ops, rejected = writer_ops(value, memories, chunk=self.chunk_text(chunk), source_turn_ids=turns, guard=self.guard)
-        rejected = dropped + rejected
-        if rejected:
-            self.stats.add("rejected_calls", len(rejected))
-            call.failure = "; ".join(rejected)
-        return Written(ops, [call], rejected)
+        return Written(ops, [], dropped + rejected)
+
+    def _finish(self, value: WriterCalls | None, call: PolicyCall, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
+        written = self.read(value, call.salvaged, call.failure, chunk, memories)
+        written.calls.append(call)
+        if written.rejected:
+            self.stats.add("rejected_calls", len(written.rejected))
+            call.failure = "; ".join(written.rejected)
+        return written
 
     def write(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
-        return self.finish(*self.caller.call(self.backend, **self.prompt_values(chunk, memories)), chunk, memories)  # type: ignore[arg-type]
+        return self._finish(*self.caller.call(self.backend, **self.prompt_values(chunk, memories)), chunk, memories)  # type: ignore[arg-type]
 
     async def awrite(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
-        return self.finish(*await self.caller.acall(self.backend, **self.prompt_values(chunk, memories)), chunk, memories)  # type: ignore[arg-type]
+        return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(chunk, memories)), chunk, memories)  # type: ignore[arg-type]

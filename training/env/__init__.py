@@ -7,6 +7,7 @@ episodes     Memory-R2: chunked sessions, extractor + manager on one backbone, s
              re-rolls from anchor states at the training temperature
 locomo       LoCoMo per-turn states and session episodes, split_of (conv-26 / conv-30 / rest)
 from_log     states from a client's interaction log and feedback, banks rebuilt from history
+writer_env   Mem-alpha: the writer's rollouts through the runtime's write_steps, per-step rewards
 """
 
 from .episodes import Episode, EpisodeConfig, EpisodeRollout, EpisodeRunner, Session, SessionOutcome, chunks, sample_episode_qa, word_count

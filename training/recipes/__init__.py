@@ -11,9 +11,10 @@ warm_start    supervised warm start of the manager on the heuristic manager's va
 ppo_manager   `ManagerPPORecipe`: the same manager with PPO and a value head (the paper's PPO variant)
 grpo_answerer `AnswererGRPORecipe`: Memory-R1's answer agent on (question, k memories, gold)
 logo_grpo     `LogoGRPORecipe`: Memory-R2's shared extractor + manager, LoGo groups, curriculum
+grpo_writer   `WriterGRPORecipe`: Mem-alpha's writer, GRPO without KL, R1 + R2_t + w3 R3 + w4 R4_t
 """
 
-from .config import AnswererGRPOConfig, LoRASettings, LogoGRPOConfig, ManagerGRPOConfig, ManagerPPOConfig, PublishSettings, RecipeConfig, load_config
+from .config import AnswererGRPOConfig, LoRASettings, LogoGRPOConfig, ManagerGRPOConfig, ManagerPPOConfig, PublishSettings, RecipeConfig, WriterGRPOConfig, load_config
 from .grpo import GroupEnv, GRPORecipe, Learned, RecipeData, Sampled, SampledGroup, step_seed
 from .metrics import MetricsLog, plot_metrics, read_metrics
 from .policy import Generated, Policy, PolicyBackend, Scored, render_chat
@@ -44,6 +45,7 @@ __all__ = [
     "Scored",
     "UpdateStats",
     "VLLMRollouts",
+    "WriterGRPOConfig",
     "load_config",
     "plot_metrics",
     "ppo_update",

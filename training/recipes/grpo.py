@@ -54,6 +54,9 @@ class Sampled:
     text: str  # the whole reply as the runtime would parse it (response prefix included)
     reward: float
     parse_failed: bool = False
+    #: the prompt this reply was sampled from when the group's replies do not share one (a
+    #: Mem-alpha step t > 1: each rollout reached it with its own memory); None: the group's
+    prompt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,12 @@ class GRPORecipe(abc.ABC, Generic[S]):
             out.append(train[order[pos]])
         return out
 
+    def rollout(self, states: Sequence[S], step: int) -> list[SampledGroup]:
+        """Step 1: one group per state (a recipe whose state yields several groups, one per
+        write step, overrides it: `recipes.grpo_writer`)."""
+        cfg, env = self.config, self.data.env
+        return [env.sample(s, self.sampling_params(step_seed(cfg.seed, step, k)), seed=step_seed(cfg.seed, "qa", step, k)) for k, s in enumerate(states)]
+
     def sampling_params(self, seed: int) -> SamplingParams:
         c = self.config
         return SamplingParams(temperature=c.temperature, top_p=c.top_p, max_tokens=c.max_tokens, n=c.group_size, seed=seed)
@@ -176,8 +185,8 @@ class GRPORecipe(abc.ABC, Generic[S]):
         for a, g_idx, m_idx in zip(adv.advantages.tolist(), adv.group_index.tolist(), adv.member_index.tolist()):
             if self.config.drop_zero_variance and not adv.keep[g_idx]:
                 continue
-            group = groups[g_idx]
-            out.append(Row(group.prompt, group.samples[m_idx].token_ids, a))
+            group, sample = groups[g_idx], groups[g_idx].samples[m_idx]
+            out.append(Row(sample.prompt or group.prompt, sample.token_ids, a))
         return out
 
     def learn(self, groups: Sequence[SampledGroup]) -> Learned:
@@ -195,7 +204,7 @@ class GRPORecipe(abc.ABC, Generic[S]):
     def train(self) -> list[dict[str, Any]]:
         from tqdm import tqdm
 
-        cfg, env = self.config, self.data.env
+        cfg = self.config
         if self.step == 0 and not self.evals:
             self.evals.append({"step": 0, **self.evaluate()})  # the baseline every later eval is compared to
         self.before_training()
@@ -204,8 +213,7 @@ class GRPORecipe(abc.ABC, Generic[S]):
         for step in bar:
             started = time.perf_counter()
             # 1. rollouts: a group of n replies per state, sampled from the current weights
-            states = self.states_for(step)
-            groups = [env.sample(s, self.sampling_params(step_seed(cfg.seed, step, k)), seed=step_seed(cfg.seed, "qa", step, k)) for k, s in enumerate(states)]
+            groups = self.rollout(self.states_for(step), step)
             # 2-3. advantages from the scored groups, then PPO epochs on them
             learned = self.learn(groups)
             # 4. the next rollouts must come from the updated weights

@@ -137,23 +137,12 @@ FORMAT_PIECES = ['▁{"facts":', '▁["', '▁{"ops":', '▁[{"op":', '▁"', '�
 FORMAT_WORDS = ["▁alice", "▁bob", "▁likes", "▁has", "▁tea", "▁dog", "▁cat", "▁paris"]
 
 
-def make_format_model(folder: Path, *, seed: int = 0, warmup_steps: int = 80) -> Path:
+def _warm_up(model: Any, tokenizer: Any, vocab: dict[str, int], example: Any, steps: int, folder: Path) -> Path:
+    """A short supervised warm-up on ``example() -> (prompt, reply)`` pairs, then save."""
     import torch
 
-    specials = ["<pad>", "<unk>", "<eos>", "▁<|system|>", "▁<|user|>", "▁<|assistant|>"]
-    model, tokenizer, vocab = _word_llama([*specials, *FORMAT_PIECES, *FORMAT_WORDS], seed=seed, max_positions=4096, metaspace=True)
-    rng = random.Random(seed)
-    words = [w.lstrip("▁") for w in FORMAT_WORDS]
-
-    def example() -> tuple[str, str]:
-        content = " ".join(rng.choice(words) for _ in range(rng.randint(1, 3)))
-        if rng.random() < 0.5:
-            return '<|assistant|> {"facts": ["', content + ' "]}'
-        reply = 'ADD", "text": " ' + content + ' "}]}' if rng.random() < 0.7 else 'NOOP"}]}'
-        return '<|assistant|> {"ops": [{"op": "', reply
-
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    for _ in range(warmup_steps):
+    for _ in range(steps):
         pairs = [example() for _ in range(16)]
         prompts = [tokenizer(p, add_special_tokens=False)["input_ids"] for p, _ in pairs]
         replies = [tokenizer(r, add_special_tokens=False)["input_ids"] + [vocab["<eos>"]] for _, r in pairs]
@@ -171,3 +160,41 @@ def make_format_model(folder: Path, *, seed: int = 0, warmup_steps: int = 80) ->
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+SPECIALS_METASPACE = ["<pad>", "<unk>", "<eos>", "▁<|system|>", "▁<|user|>", "▁<|assistant|>"]
+
+
+def make_format_model(folder: Path, *, seed: int = 0, warmup_steps: int = 80) -> Path:
+    model, tokenizer, vocab = _word_llama([*SPECIALS_METASPACE, *FORMAT_PIECES, *FORMAT_WORDS], seed=seed, max_positions=4096, metaspace=True)
+    rng = random.Random(seed)
+    words = [w.lstrip("▁") for w in FORMAT_WORDS]
+
+    def example() -> tuple[str, str]:
+        content = " ".join(rng.choice(words) for _ in range(rng.randint(1, 3)))
+        if rng.random() < 0.5:
+            return '<|assistant|> {"facts": ["', content + ' "]}'
+        reply = 'ADD", "text": " ' + content + ' "}]}' if rng.random() < 0.7 else 'NOOP"}]}'
+        return '<|assistant|> {"ops": [{"op": "', reply
+
+    return _warm_up(model, tokenizer, vocab, example, warmup_steps, folder)
+
+
+# -- a tiny model that speaks Mem-alpha's writer reply --------------------------------------------
+# One call per reply, its tier drawn 50/50 during the warm-up between "semantic" (the bank
+# applies it) and "episodic" (the bank refuses it: only the ingest loop writes turns), so the
+# format reward R2 has a right answer for GRPO to find.
+WRITER_PIECES = ['▁{"calls":', '▁[{"fn":', '▁"memory_', '▁insert",', '▁"tier":', '▁"semantic",', '▁"episodic",', '▁"text":', '▁"', '▁"}]}']
+
+
+def make_writer_model(folder: Path, *, seed: int = 0, warmup_steps: int = 80) -> Path:
+    model, tokenizer, vocab = _word_llama([*SPECIALS_METASPACE, *WRITER_PIECES, *FORMAT_WORDS], seed=seed, max_positions=4096, metaspace=True)
+    rng = random.Random(seed)
+    words = [w.lstrip("▁") for w in FORMAT_WORDS]
+
+    def example() -> tuple[str, str]:
+        content = " ".join(rng.choice(words) for _ in range(rng.randint(2, 3)))
+        tier = rng.choice(["semantic", "episodic"])
+        return '<|assistant|> {"calls": [{"fn": "memory_', f'insert", "tier": "{tier}", "text": " {content} "}}]}}'
+
+    return _warm_up(model, tokenizer, vocab, example, warmup_steps, folder)

@@ -25,7 +25,7 @@ def format_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_format_model(tmp_path_factory.mktemp("fmt-cli") / "model")
 
 
-@pytest.mark.parametrize("name,file", [("manager", "manager_grpo.yaml"), ("answerer", "answerer_grpo.yaml"), ("memory-r2", "memory_r2.yaml")])
+@pytest.mark.parametrize("name,file", [("manager", "manager_grpo.yaml"), ("answerer", "answerer_grpo.yaml"), ("memory-r2", "memory_r2.yaml"), ("writer", "writer_grpo.yaml")])
 def test_shipped_configs_build_their_recipes(name: str, file: str) -> None:
     recipe = build_recipe(name, str(CONFIGS / file), steps=3)
     assert type(recipe).__name__ == RECIPES[name][2] and recipe.config.steps == 3
@@ -69,3 +69,17 @@ def test_answerer_recipe_runs_a_step_on_locomo_questions(tmp_path: Path, format_
     rows = recipe.train()
     recipe.cleanup()
     assert rows[0]["response_length"] > 0 and {"eval_answer_f1", "eval_unknown_rate"} <= set(rows[0])
+
+
+@pytest.mark.locomo
+def test_writer_recipe_runs_a_step_on_locomo_sessions(tmp_path: Path, format_model_dir: Path) -> None:
+    recipe = build_recipe("writer", str(_tiny_config(tmp_path, format_model_dir, max_train_samples=1, max_val_samples=1, chunk_turns=8)))
+    recipe.setup()
+    try:
+        [train] = recipe.data.train
+        assert train.key == "conv-26/w0" and train.sessions[-1].qa  # a window with its own questions
+        rows = recipe.train()
+    finally:
+        recipe.cleanup()
+    assert {"r1_qa", "r2_format", "r3_compression", "r4_content", "eval_reward", "eval_r2_format"} <= set(rows[0])
+    assert recipe.config.kl_coef == 0.0
