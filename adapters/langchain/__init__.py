@@ -11,10 +11,16 @@ The scope is never a model-visible argument: see `scope.py`.
 
 from memsdk_adapters.langchain.retriever import MemsdkRetriever, memory_document
 from memsdk_adapters.langchain.scope import ScopeSource, resolve_scope
+from memsdk_adapters.langchain.store import MemsdkStore, escape_label, namespace_to_scope, scope_to_namespace, unescape_label
 from memsdk_adapters.langchain.tools import forget_tool, memory_tools, recall_tool, remember_tool
 
 __all__ = [
     "MemsdkRetriever",
+    "MemsdkStore",
+    "escape_label",
+    "namespace_to_scope",
+    "scope_to_namespace",
+    "unescape_label",
     "ScopeSource",
     "forget_tool",
     "memory_document",

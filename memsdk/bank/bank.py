@@ -7,6 +7,7 @@ threads applying ops to the same scope never interleave a read-plan-write cycle.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -47,6 +48,11 @@ def as_scope(value: ScopeLike | None, field: str = "scope") -> Scope:
         if any(e["type"] == "value_error" and not e["loc"] for e in exc.errors()):
             raise ScopeRequired(field) from None
         raise InvalidInput.from_pydantic(exc, field) from None
+
+
+def _scope_of_key(key: str) -> Scope:
+    """The inverse of `Scope.key`."""
+    return Scope(**dict(zip(("user_id", "agent_id", "run_id"), json.loads(key))))
 
 
 def as_memory_id(value: uuid.UUID | str, field: str = "memory_id") -> uuid.UUID:
@@ -224,6 +230,16 @@ class MemoryBank:
         where = codec.memories(scope, deleted=None if include_deleted else False, tier=as_tier(tier))
         records = sorted((codec.decode_record(p) for p in self.transport.scroll(where)), key=lambda r: (r.created_at, str(r.id)))
         return records[offset : None if limit is None else offset + limit]
+
+    def scopes(self, *, limit: int = 100_000) -> list[Scope]:
+        """Every scope that holds a live memory, ordered by key; ids only, never content.
+        More than ``limit`` of them is an `InvalidInput` rather than a partial answer: the
+        engine ranks them by size, so a cut would silently drop the smallest."""
+        limit = _count("limit", limit, low=1)
+        keys = self.transport.scope_keys(limit + 1)
+        if len(keys) > limit:
+            raise InvalidInput("limit", f"more than {limit} scopes hold memories; pass a higher limit")
+        return [_scope_of_key(k) for k in sorted(keys)]
 
     def count(self, scope: ScopeLike, *, include_deleted: bool = False, tier: Tier | str | None = None) -> int:
         return self.transport.count(codec.memories(as_scope(scope), deleted=None if include_deleted else False, tier=as_tier(tier)))

@@ -4,9 +4,10 @@ A transport stores *points*: an id, a JSON payload and, for memories, one dense 
 It knows nothing of memories, ops or policies; `memsdk.bank` maps records to points.
 
 Scope is enforced here, structurally: every read and delete takes a `Where`, and a
-`Where` cannot be built without a scope key. The one unscoped call, `existing_ids`, answers
-only which of the given ids exist, never their content (imports need it to refuse an id
-that belongs to another scope).
+`Where` cannot be built without a scope key. The two unscoped calls answer only what
+exists, never content: `existing_ids` which of the given ids exist (imports need it to
+refuse an id that belongs to another scope), `scope_keys` which scopes hold a live memory
+(the LangGraph store lists its namespaces with it).
 """
 
 from __future__ import annotations
@@ -133,6 +134,11 @@ class StoreTransport(Protocol):
 
     def existing_ids(self, ids: Iterable[str]) -> set[str]:
         """Which of these ids exist in any scope (ids only, never content)."""
+        ...
+
+    def scope_keys(self, limit: int) -> list[str]:
+        """Up to ``limit`` scope keys that hold a live memory, the fullest first: a facet
+        over the indexed ``scope_key`` field, so no payload is read."""
         ...
 
     def purge(self) -> None:

@@ -298,6 +298,15 @@ class EdgeTransport:
         found = self._shard.retrieve(ids, with_payload=False, with_vector=False)
         return {str(r.id) for r in found}
 
+    def scope_keys(self, limit: int) -> list[str]:
+        live = qe.Filter(must=[qe.FieldCondition(key="kind", match=qe.MatchValue("memory")), qe.FieldCondition(key="state", match=qe.MatchValue("live"))])
+        try:
+            # exact: an estimated count could keep a scope whose memories are all deleted
+            found = self._shard.facet(qe.FacetRequest("scope_key", limit=limit, exact=True, filter=live))
+        except Exception as exc:
+            raise StoreError(f"embedded store facet failed: {exc}") from exc
+        return [str(hit.value) for hit in found.hits]
+
     def purge(self) -> None:
         """Rewrite the shard without deleted data, so erased text is gone from disk too."""
         self.wait_for_index()

@@ -8,6 +8,7 @@ them safely.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -65,6 +66,10 @@ class InMemoryTransport:
 
     def existing_ids(self, ids: Iterable[str]) -> set[str]:
         return {i for i in ids if i in self._points}
+
+    def scope_keys(self, limit: int) -> list[str]:
+        held = Counter(p.payload["scope_key"] for p in self._points.values() if p.payload.get("kind") == "memory" and p.payload.get("state") == "live")
+        return [key for key, _ in held.most_common(limit)]
 
     def purge(self) -> None:
         """Nothing to do: deleted points are already unreachable garbage."""

@@ -151,6 +151,26 @@ def test_search_ranks_and_limits(bank: MemoryBank, alice: Scope) -> None:
         bank.search(alice, "   ")
 
 
+def test_scopes_lists_the_scopes_holding_a_live_memory(bank: MemoryBank, alice: Scope, bob: Scope) -> None:
+    assert bank.scopes() == []
+    support, zoe = Scope(user_id="alice", agent_id="support"), Scope(user_id="zoë", run_id="chat 1")
+    add(bank, alice, "Likes tea", "Plays chess")
+    (moved,) = add(bank, bob, "Moved to Lyon")
+    add(bank, support, "Prefers email")
+    add(bank, zoe, "Speaks Greek")
+    everyone = sorted([alice, bob, support, zoe], key=lambda s: s.key)
+    assert bank.scopes() == everyone
+    bank.apply(bob, [Op.delete(moved)])  # only soft-deleted memories (and their history) left
+    assert bank.scopes() == [s for s in everyone if s != bob]
+    bank.restore(bob, moved)
+    assert bank.scopes() == everyone
+    bank.delete_all(alice)
+    assert alice not in bank.scopes()
+    with pytest.raises(InvalidInput) as err:  # never a silently partial list
+        bank.scopes(limit=2)
+    assert err.value.field == "limit"
+
+
 def test_delete_all_erases_records_and_history(factory: BankFactory, alice: Scope, bob: Scope) -> None:
     bank = factory.open()
     (mid,) = add(bank, alice, "Alice's address is 1 Main St")
