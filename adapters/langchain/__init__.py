@@ -9,23 +9,29 @@
 The scope is never a model-visible argument: see `scope.py`.
 """
 
+from memsdk_adapters.langchain.middleware import MemsdkMiddleware
+from memsdk_adapters.langchain.outbox import DeadLetter, Outbox, QueueFull
 from memsdk_adapters.langchain.retriever import MemsdkRetriever, memory_document
 from memsdk_adapters.langchain.scope import ScopeSource, resolve_scope
 from memsdk_adapters.langchain.store import MemsdkStore, escape_label, namespace_to_scope, scope_to_namespace, unescape_label
 from memsdk_adapters.langchain.tools import forget_tool, memory_tools, recall_tool, remember_tool
 
 __all__ = [
+    "DeadLetter",
+    "MemsdkMiddleware",
     "MemsdkRetriever",
     "MemsdkStore",
-    "escape_label",
-    "namespace_to_scope",
-    "scope_to_namespace",
-    "unescape_label",
+    "Outbox",
+    "QueueFull",
     "ScopeSource",
+    "escape_label",
     "forget_tool",
     "memory_document",
     "memory_tools",
+    "namespace_to_scope",
     "recall_tool",
     "remember_tool",
     "resolve_scope",
+    "scope_to_namespace",
+    "unescape_label",
 ]
