@@ -33,6 +33,8 @@ __all__ = [
     "Turn",
     "content_hash",
     "check_text",
+    "check_storable",
+    "check_utf8",
     "utcnow",
 ]
 
@@ -53,8 +55,20 @@ def check_text(value: str) -> str:
     """
     if not value.strip():
         raise ValueError("must not be empty or whitespace")
+    return check_storable(value)
+
+
+def check_storable(value: str) -> str:
+    """Text that ends up inside a memory's text (a turn's timestamp is rendered into the
+    facts extracted from it): no NUL, no lone surrogate; blank is the caller's business."""
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
+    return check_utf8(value)
+
+
+def check_utf8(value: str) -> str:
+    """Reject a lone UTF-16 surrogate: it cannot be encoded, so the store, the log or BM25
+    would fail on it later with a raw ``UnicodeEncodeError``."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -86,9 +100,9 @@ def check_metadata(value: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"{path}: integer beyond 64 bits (store it as a string)")
         if isinstance(node, str):
             try:
-                node.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise ValueError(f"{path}: not valid UTF-8 (lone surrogate at index {exc.start})") from None
+                check_utf8(node)
+            except ValueError as exc:
+                raise ValueError(f"{path}: {exc}") from None
         if isinstance(node, dict):
             for key, child in node.items():
                 walk(key, f"{path} (a key)")
@@ -330,5 +344,6 @@ class Turn(BaseModel):
 
     speaker: ScopeId
     text: Text
-    timestamp: datetime | str | None = None
+    # free text is kept as written (metadata.timestamp) and shown in what is extracted from the turn
+    timestamp: datetime | Annotated[str, AfterValidator(check_storable)] | None = None
     turn_id: ScopeId | None = None

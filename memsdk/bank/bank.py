@@ -22,16 +22,18 @@ from memsdk.bank import codec
 from memsdk.bank.transition import BankLimits, Transition, plan, plan_restore
 from memsdk.embedding.base import Embedder
 from memsdk.embedding.bm25 import Bm25Encoder
-from memsdk.errors import EmbedderError, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
+from memsdk.errors import Conflict, EmbedderError, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
 from memsdk.store.base import StoreTransport
-from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, utcnow
+from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, check_text, utcnow
 
 if TYPE_CHECKING:
     from memsdk.bank.snapshot import BankSnapshot
 
-__all__ = ["MemoryBank", "as_scope", "as_memory_id"]
+__all__ = ["MemoryBank", "as_scope", "as_memory_id", "as_query"]
 
 ScopeLike = Scope | dict[str, Any]
+#: `scopes`' largest limit: the engine's facet takes a machine-size integer (2**64 was a StoreError)
+MAX_SCOPES_LIMIT = 2**31 - 1
 
 
 def as_scope(value: ScopeLike | None, field: str = "scope") -> Scope:
@@ -84,7 +86,19 @@ def as_tier(value: Tier | str | None, field: str = "tier") -> str | None:
         raise InvalidInput(field, f"{value!r} is not a tier; expected one of {[t.value for t in Tier]}") from None
 
 
+def as_query(value: Any, field: str = "query") -> str:
+    """A search query or question: text BM25 and the interaction log can encode."""
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"must be a non-empty string, got {type(value).__name__}")
+    try:
+        return check_text(value)
+    except ValueError as exc:
+        raise InvalidInput(field, str(exc)) from None
+
+
 def as_ops(ops: Iterable[Op | dict[str, Any]]) -> list[Op]:
+    if isinstance(ops, (Op, dict)) or not isinstance(ops, Iterable):
+        raise InvalidInput("ops", f"expected a list of ops, got {type(ops).__name__}")
     out = []
     for i, op in enumerate(ops):
         if isinstance(op, Op):
@@ -163,7 +177,9 @@ class MemoryBank:
             points = list(self.transport.scroll(codec.memories(scope, ids=frozenset({str(mid)})), with_vectors=True))
             if not points:
                 raise MemoryNotFound(mid)
-            transition = plan_restore(codec.decode_record(points[0]), actor=actor, now=self._clock(), seq=self._next_seq())
+            live_core = next(iter(self.transport.scroll(codec.memories(scope, tier=Tier.CORE.value, deleted=False))), None)
+            core = None if live_core is None else codec.decode_record(live_core)
+            transition = plan_restore(codec.decode_record(points[0]), actor=actor, now=self._clock(), seq=self._next_seq(), live_core=core)
             self._commit(transition, {points[0].id: points[0].vector})
         return transition.records[0]
 
@@ -205,8 +221,8 @@ class MemoryBank:
         """Erase a scope for good: records, history, and their bytes on disk. Returns the record count."""
         scope = as_scope(scope)
         with self._write_lock:
-            n = self.transport.delete(codec.memories(scope))
-            self.transport.delete(codec.events(scope))
+            n = self.transport.count(codec.memories(scope))
+            self.transport.delete(codec.scope_points(scope))  # one operation: a crash leaves all or none
             self.transport.purge()
         return n
 
@@ -235,7 +251,7 @@ class MemoryBank:
         """Every scope that holds a live memory, ordered by key; ids only, never content.
         More than ``limit`` of them is an `InvalidInput` rather than a partial answer: the
         engine ranks them by size, so a cut would silently drop the smallest."""
-        limit = _count("limit", limit, low=1)
+        limit = _count("limit", limit, low=1, high=MAX_SCOPES_LIMIT)
         keys = self.transport.scope_keys(limit + 1)
         if len(keys) > limit:
             raise InvalidInput("limit", f"more than {limit} scopes hold memories; pass a higher limit")
@@ -248,8 +264,7 @@ class MemoryBank:
         """The live memories nearest to ``query``. Dense: the score is a cosine similarity.
         ``hybrid``: dense and BM25 rankings fused by rank inside the engine (names, numbers
         and rare words count), and the score is the fused one (higher is better, not a cosine)."""
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInput("query", "must be a non-empty string")
+        query = as_query(query)
         scope = as_scope(scope)
         return self.search_vector(scope, self._embed([query])[0], limit=limit, tier=tier, text=query if hybrid else None)
 
@@ -257,7 +272,10 @@ class MemoryBank:
         """`search` with the query already embedded; ``text`` (the query's words) makes it hybrid."""
         scope = as_scope(scope)
         _count("limit", limit, low=1, high=self.limits.max_search_limit)
-        sparse = None if text is None else self.bm25.query(text)
+        if not isinstance(vector, np.ndarray) or vector.shape != (self.embedder.dim,) or not np.isfinite(vector).all():
+            # the engine would answer a wrong shape with a StoreError and NaN with arbitrary hits
+            raise InvalidInput("vector", f"must be a finite {self.embedder.dim}-d numpy array")
+        sparse = None if text is None else self.bm25.query(as_query(text, "text"))
         hits = self.transport.search(vector, codec.memories(scope, deleted=False, tier=as_tier(tier)), limit, sparse=sparse)
         return [ScoredMemory(record=codec.decode_record(h.point), score=h.score) for h in hits]
 
@@ -305,8 +323,13 @@ class MemoryBank:
         for i, r in enumerate(records):
             if r.scope != source:
                 raise InvalidInput(f"records[{i}].scope", "differs from the header's scope")
-            if len(r.text) > self.limits.max_text_chars:
-                raise InvalidInput(f"records[{i}].text", f"is {len(r.text)} characters, the limit is {self.limits.max_text_chars}")
+            most = self.limits.max_core_chars if r.tier is Tier.CORE else self.limits.max_text_chars
+            if len(r.text) > most:
+                raise InvalidInput(f"records[{i}].text", f"is {len(r.text)} characters, the limit is {most}")
+        # the core tier's rule (one live core memory per scope), for the file and the target
+        cores = [r for r in records if r.tier is Tier.CORE and not r.deleted]
+        if len(cores) > 1:
+            raise InvalidInput("file", f"holds {len(cores)} live core memories; a scope has at most one")
         ids = [str(r.id) for r in records] + [str(e.id) for e in events]
         if len(set(ids)) != len(ids):
             raise InvalidInput("file", "contains duplicate ids")
@@ -323,6 +346,8 @@ class MemoryBank:
             taken = self.transport.existing_ids(ids)
             if taken:
                 raise ImportConflict("ids", f"{len(taken)} of this file's ids already exist in the store (import it into another scope for fresh ids); nothing was imported")
+            if cores and self.count(target, tier=Tier.CORE):
+                raise Conflict("scope", "already has a core memory and the file holds one; delete one of them first; nothing was imported")
             shown = [r.render(resolve_dates=False) for r in records]
             points = [codec.record_point(r, v, self.bm25.document(t)) for r, v, t in zip(records, self._embed(shown), shown)]
             self.transport.upsert(points + [codec.event_point(e) for e in events])

@@ -31,7 +31,11 @@ def _open(target: str | os.PathLike[str] | IO[str], mode: str) -> Iterator[IO[st
     ``open(..., "w")``), since an export is JSON lines. Anything else is `InvalidInput`."""
     field = "dest" if mode == "w" else "src"
     if isinstance(target, (str, os.PathLike)):
-        with open(target, mode, encoding="utf-8", newline="\n") as f:
+        try:
+            f = open(target, mode, encoding="utf-8", newline="\n")
+        except ValueError as exc:  # a NUL in the path; a missing file stays the OSError open() raises
+            raise InvalidInput(field, f"is not a usable path ({exc})") from None
+        with f:
             yield f
     elif isinstance(target, io.TextIOBase) or (hasattr(target, "write" if mode == "w" else "read") and not isinstance(target, (io.RawIOBase, io.BufferedIOBase))):
         yield target

@@ -257,10 +257,14 @@ def plan_restore(
     now: datetime,
     seq: int,
     new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    live_core: MemoryRecord | None = None,
 ) -> Transition:
-    """Undo a soft delete. Restoring a live record is a conflict, not a silent success."""
+    """Undo a soft delete. Restoring a live record is a conflict, not a silent success, and so
+    is restoring a core memory while the scope has another live one (``live_core``)."""
     if not record.deleted:
         raise Conflict("memory_id", f"memory {record.id} is not deleted")
+    if record.tier is Tier.CORE and live_core is not None:
+        raise Conflict("memory_id", f"this scope has a core memory ({live_core.id}); delete it before restoring this one")
     planner = _Planner({}, record.scope, actor, now, seq, new_id)
     after = record.model_copy(update=dict(deleted=False, deleted_at=None, updated_at=now, version=record.version + 1))
     return Transition(planner.batch_id, (Change(0, None, record, after, planner.event(EventType.RESTORE, record, after)),))

@@ -114,10 +114,10 @@ class CachedEmbedder(EmbedderWrapper):
                 found = {t: self._cache.get(t) for t in texts}
         else:
             with self._lock:
-                found = {t: self._cache[t] for t in texts}
-        if missing:  # an entry evicted between the two locked sections: embed it again
-            gone = [t for t, v in found.items() if v is None]
-            found.update(zip(gone, self.inner.embed(gone)) if gone else ())
+                found = {t: self._cache.get(t) for t in texts}
+        # an entry another thread evicted between the two locked sections: embed it again
+        gone = [t for t, v in found.items() if v is None]
+        found.update(zip(gone, self.inner.embed(gone)) if gone else ())
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             out[row] = found[text]

@@ -20,6 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from memsdk.errors import InvalidInput, MemoryNotFound, StoreError
 from memsdk.interactions.types import Feedback, Trajectory
 from memsdk.types import Scope
@@ -96,17 +98,18 @@ class InteractionLog:
     def add_feedback(self, trajectory_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> Feedback:
         if correct is None and gold is None:
             raise InvalidInput("feedback", "give correct=True/False, gold=..., or both")
-        if gold is not None and not gold.strip():
-            raise InvalidInput("gold", "must not be empty")
         try:
             tid = uuid.UUID(str(trajectory_id))
         except ValueError:
             raise InvalidInput("answer_id", f"{trajectory_id!r} is not an answer id") from None
+        try:
+            fb = Feedback(trajectory_id=tid, correct=correct, gold=gold)
+        except ValidationError as exc:
+            raise InvalidInput.from_pydantic(exc) from None
         with self._lock:
             row = self._db.execute("SELECT kind FROM trajectories WHERE id = ?", (str(tid),)).fetchone()
             if row is None or row[0] != "answer":
                 raise MemoryNotFound(tid, field="answer_id")
-            fb = Feedback(trajectory_id=tid, correct=correct, gold=gold)
             self._db.execute("INSERT INTO feedback (trajectory_id, body) VALUES (?, ?)", (str(tid), fb.model_dump_json()))
         return fb
 

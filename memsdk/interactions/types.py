@@ -6,9 +6,9 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from memsdk.types import Scope, utcnow
+from memsdk.types import Scope, Text, utcnow
 
 __all__ = ["AppliedOp", "Trajectory", "Feedback"]
 
@@ -32,8 +32,9 @@ class Feedback(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     trajectory_id: uuid.UUID
-    correct: bool | None = None
-    gold: str | None = None
+    # strict: "no" must not become True, and a gold the log cannot encode is refused up front
+    correct: StrictBool | None = None
+    gold: Text | None = None
     at: datetime = Field(default_factory=utcnow)
 
 

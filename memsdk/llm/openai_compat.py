@@ -271,19 +271,22 @@ class _BaseOpenAIBackend:
     # -- response parsing --------------------------------------------------------------------
     @staticmethod
     def _parse(request: _Request, response: httpx.Response, latency_s: float) -> Completion:
+        # all of it inside the try: a body of the wrong shape ({"choices": ["x"]}, "usage": 5)
+        # fails on attribute access or int(), and must surface as BackendError, not as an
+        # AttributeError that escapes the error tree and every caller's handling of it
         try:
             data = response.json()
             choices = [_parse_choice(c, chat=request.path == _CHAT) for c in data["choices"]]
-        except (ValueError, KeyError, TypeError) as exc:
+            usage = data.get("usage") or {}
+            return Completion(
+                model=str(data.get("model") or request.model),
+                choices=sorted(choices, key=lambda c: c.index),
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                latency_s=latency_s,
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BackendError(f"{request.path}: malformed response: {response.text[:300]!r}", status_code=response.status_code) from exc
-        usage = data.get("usage") or {}
-        return Completion(
-            model=str(data.get("model") or request.model),
-            choices=sorted(choices, key=lambda c: c.index),
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            latency_s=latency_s,
-        )
 
     @staticmethod
     def _parse_models(response: httpx.Response) -> list[str]:

@@ -48,10 +48,12 @@ INDEXED_FIELDS = ("scope_key", "kind", "state", "memory_id", "tier")
 
 @dataclass(frozen=True, slots=True)
 class Where:
-    """An AND of equality conditions. ``scope_key`` and ``kind`` are always present."""
+    """An AND of equality conditions. ``scope_key`` is always present. ``kind`` is None only
+    in `MemoryBank.delete_all`, so a scope's records and history are erased in one engine
+    operation (as two deletes, a kill between them left history without its records)."""
 
     scope_key: str
-    kind: Kind
+    kind: Kind | None
     ids: frozenset[str] | None = None
     deleted: bool | None = None
     memory_id: str | None = None
@@ -71,7 +73,7 @@ class Where:
         """Reference semantics, used by the in-memory transport and the contract tests."""
         return (
             payload.get("scope_key") == self.scope_key
-            and payload.get("kind") == self.kind
+            and (self.kind is None or payload.get("kind") == self.kind)
             and (self.ids is None or point_id in self.ids)
             and (self.deleted is None or payload.get("state") == self.state)
             and (self.memory_id is None or payload.get("memory_id") == self.memory_id)

@@ -43,10 +43,9 @@ FORMAT = 2
 
 
 def _filter(where: Where) -> qe.Filter:
-    must: list[Any] = [
-        qe.FieldCondition(key="scope_key", match=qe.MatchValue(where.scope_key)),
-        qe.FieldCondition(key="kind", match=qe.MatchValue(where.kind)),
-    ]
+    must: list[Any] = [qe.FieldCondition(key="scope_key", match=qe.MatchValue(where.scope_key))]
+    if where.kind is not None:
+        must.append(qe.FieldCondition(key="kind", match=qe.MatchValue(where.kind)))
     if where.ids is not None:
         must.append(qe.HasIdCondition(set(where.ids)))
     if where.deleted is not None:

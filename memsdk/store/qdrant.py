@@ -83,10 +83,9 @@ class QdrantClientTransport:
 
     def _filter(self, where: Where) -> Any:
         m = self._m
-        must: list[Any] = [
-            m.FieldCondition(key="scope_key", match=m.MatchValue(value=where.scope_key)),
-            m.FieldCondition(key="kind", match=m.MatchValue(value=where.kind)),
-        ]
+        must: list[Any] = [m.FieldCondition(key="scope_key", match=m.MatchValue(value=where.scope_key))]
+        if where.kind is not None:
+            must.append(m.FieldCondition(key="kind", match=m.MatchValue(value=where.kind)))
         if where.ids is not None:
             must.append(m.HasIdCondition(has_id=sorted(where.ids)))
         if where.deleted is not None:
