@@ -6,7 +6,9 @@
     memsdk history [MEMORY_ID] --user caroline
     memsdk export caroline.jsonl --user caroline
     memsdk import caroline.jsonl [--user someone-else]
-    memsdk policies
+    memsdk policies                     (active versions, gate decisions, audit trail)
+    memsdk policies evaluate answerer v2 [--against base] [--on locomo-val|states.jsonl]
+    memsdk policies promote answerer v2 [--force]
     memsdk use-policy manager v3        memsdk rollback manager
     memsdk eval locomo --split val      memsdk eval compare A.json B.json   (see memsdk.eval.cli)
 
@@ -65,7 +67,18 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="import a JSONL export")
     p.add_argument("file", type=Path)
     _scope_args(p)
-    sub.add_parser("policies", help="show the active policy versions")
+    p = sub.add_parser("policies", help="show the active policy versions, their gate decisions and promotions")
+    gate = p.add_subparsers(dest="policy_command")
+    for name, helptext in (("evaluate", "compare a published version with the incumbent (the release gate), switch nothing"), ("promote", "serve a published version if the release gate passes")):
+        q = gate.add_parser(name, help=helptext)
+        q.add_argument("role")
+        q.add_argument("version")
+        q.add_argument("--on", default="locomo-val", help="'locomo-val' or a JSONL file of states (memsdk.eval.replay)")
+        q.add_argument("--margin", type=float, default=0.0, help="the reward difference's lower bound must exceed it")
+        if name == "evaluate":
+            q.add_argument("--against", help="the incumbent (default: the version serving now)")
+        else:
+            q.add_argument("--force", action="store_true", help="skip the gate (recorded in the audit trail)")
     p = sub.add_parser("use-policy", help="switch a role to a published checkpoint")
     p.add_argument("role")
     p.add_argument("version")
@@ -134,7 +147,7 @@ def _run(args: argparse.Namespace) -> Any:
             case "import":
                 return {"records": client.import_(args.file, scope=_scope(args, required=False))}
             case "policies":
-                return client.policies
+                return _policies(client, args)
             case "use-policy":
                 client.use_policy(args.role, args.version)
                 return client.policies
@@ -142,6 +155,24 @@ def _run(args: argparse.Namespace) -> Any:
                 client.rollback(args.role)
                 return client.policies
     raise AssertionError(args.command)  # argparse only lets known commands through
+
+
+def _policies(client: Any, args: argparse.Namespace) -> Any:
+    from memsdk.registry import GateConfig
+
+    command = getattr(args, "policy_command", None)
+    if command == "evaluate":
+        return client.evaluate_policy(args.role, args.version, against=args.against, on=args.on, config=GateConfig(margin=args.margin))
+    if command == "promote":
+        decision = client.promote(args.role, args.version, force=args.force, on=args.on, config=GateConfig(margin=args.margin))
+        return {"promoted": args.version, "forced": args.force, "decision": decision, "active": client.policies}
+    registry = client.registry
+    shown = {}
+    for role, info in client.policies.items():
+        versions = [m.version for m in registry.versions(role)]
+        decisions = {v: d.summary() for v in versions if (d := registry.decision(role, v)) is not None}
+        shown[role] = {**info.model_dump(mode="json"), "published": versions, "gate": decisions, "promotions": [p.model_dump(mode="json") for p in registry.promotions(role)][-5:]}
+    return shown
 
 
 def main(argv: Sequence[str] | None = None) -> int:

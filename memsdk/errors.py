@@ -40,6 +40,7 @@ __all__ = [
     "DatasetNotFound",
     "PolicyError",
     "PolicyUnavailable",
+    "GateFailed",
     "BackendTimeout",
     "BackendError",
     "ModelNotFound",
@@ -141,6 +142,14 @@ class PolicyError(MemsdkError):
 
 class PolicyUnavailable(PolicyError):
     """The policy's LLM backend is down, refusing, or too slow."""
+
+
+class GateFailed(PolicyError):
+    """The release gate kept a candidate from serving; ``decision`` holds its figures."""
+
+    def __init__(self, decision: "GateDecision") -> None:  # type: ignore[name-defined]  # noqa: F821
+        self.decision = decision
+        super().__init__(decision.summary())
 
 
 # --- LLM backends (memsdk.llm) ----------------------------------------------------------

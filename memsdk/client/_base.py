@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 import zlib
+from pathlib import Path
 from collections import deque
 from datetime import timedelta
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -20,13 +21,13 @@ from typing import IO, Any, Iterator
 import numpy as np
 from pydantic import ValidationError
 
-from memsdk.bank import MemoryBank, as_memory_id, as_scope
+from memsdk.bank import MemoryBank, as_memory_id, as_query, as_scope
 from memsdk.client.pipeline import ActivePolicies, AnswerOutcome, Apply, Effect, IngestOutcome, Search, ingest_steps, write_steps
 from memsdk.client.policies import PolicySet, Switch
 from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo
 from memsdk.config import ClientConfig
 from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
-from memsdk.errors import ClientClosed, InvalidInput, PolicyError
+from memsdk.errors import ClientClosed, GateFailed, InvalidInput, PolicyError
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import PolicyRegistry
 from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, utcnow
@@ -137,6 +138,37 @@ class BaseClient:
         if active.writer is not None:
             return write_steps([turn], scope, active.writer, self.config.related_k, version=active.versions["writer"])
         return ingest_steps(turn, context, scope, active, self.config.related_k, episodic=self.config.tiers)
+
+    # -- the release gate (shared by the twins: no I/O here) ------------------------------------
+
+    @property
+    def registry(self) -> PolicyRegistry:
+        """The published checkpoints, their gate decisions and the promotion audit trail."""
+        return self._policies.registry
+
+    def _gate_cases(self, role: str, on: str | os.PathLike[str], k: int) -> list[Any]:
+        from memsdk.eval.replay import load_answer_cases, locomo_answer_cases
+
+        if role != "answerer":
+            raise InvalidInput("role", f"the release gate replays the answerer so far, not the {role}; promote(..., force=True) switches it and is recorded in the audit trail")
+        if str(on) == "locomo-val":
+            return locomo_answer_cases(self._embedder, split="val", k=k)
+        if not isinstance(on, (str, os.PathLike)) or not Path(on).is_file():
+            raise InvalidInput("on", f"expected 'locomo-val' or a JSONL file of states, got {str(on)!r}")
+        return load_answer_cases(on)
+
+    def _promotion(self, role: str, version: str, incumbent: str, decision: Any, force: bool) -> Any:
+        from memsdk.registry import Promotion
+
+        if decision is not None and not decision.passed:
+            raise GateFailed(decision)
+        reason = "forced: the gate was not asked" if force else decision.summary()
+        return self._policies.registry.promote(Promotion(role=role, version=version, against=incumbent, forced=bool(force), reason=reason))
+
+    def _incumbent(self, role: str) -> str:
+        """The version serving ``role`` now; an unknown role is `InvalidInput`, not a KeyError."""
+        self._policies.check_role(role)
+        return self.policies[role].version
 
     def _check_open(self) -> None:
         if self._closed:
@@ -290,8 +322,7 @@ class BaseClient:
 
     @staticmethod
     def _check_question(question: str) -> str:
-        if not isinstance(question, str) or not question.strip():
-            raise InvalidInput("question", "must be a non-empty string")
+        as_query(question, "question")
         if len(question) > QUESTION_MAX_CHARS:
             raise InvalidInput("question", f"is {len(question)} characters, the limit is {QUESTION_MAX_CHARS}")
         return question
@@ -356,6 +387,14 @@ class BaseClient:
     def policy_stats(self) -> dict[str, dict[str, int]]:
         """Failure counters per role: parse failures, repairs, re-asks, rejected ops, fallbacks."""
         return self._policies.stats()
+
+    @staticmethod
+    def _check_interval(interval_s: float) -> float:
+        # the watcher runs in the background: a bad interval there would be a crash no caller
+        # sees (a string, an interval past what a lock can wait) or a loop that never sleeps
+        if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) or not 0 < interval_s <= threading.TIMEOUT_MAX:
+            raise InvalidInput("interval_s", f"must be a positive number of seconds, got {interval_s!r}")
+        return interval_s
 
     def _switch_failed(self, switch: Switch, exc: Exception) -> PolicyError:
         current = self._policies.info()[switch.role].version

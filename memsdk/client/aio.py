@@ -23,6 +23,7 @@ from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, 
 from memsdk.client.results import AnswerResult, IngestResult
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.registry import ROLES
+from memsdk.registry.gate import GateConfig, GateDecision, decide
 from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
 __all__ = ["AsyncMemoryClient"]
@@ -186,6 +187,31 @@ class AsyncMemoryClient(BaseClient):
         await self._load(switch)
         self._policies.commit(switch, rollback=True)
 
+    async def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: str | os.PathLike[str] = "locomo-val", config: GateConfig = GateConfig(), k: int = 60) -> GateDecision:
+        self._check_open()
+        from memsdk.eval.replay import areplay_answerer  # memsdk.eval imports the clients
+
+        incumbent = against or self._incumbent(role)
+        cases = await asyncio.to_thread(self._gate_cases, role, on, k)
+        sides = [await areplay_answerer(self._policies.build(await self._loaded(role, v)), v, cases) for v in (version, incumbent)]
+        decision = decide(role, sides[0], sides[1], on=str(on), config=config)
+        await asyncio.to_thread(self._policies.registry.record_decision, decision)
+        return decision
+
+    async def promote(self, role: str, version: str, *, force: bool = False, on: str | os.PathLike[str] = "locomo-val", config: GateConfig = GateConfig()) -> GateDecision | None:
+        self._check_open()
+        incumbent = self._incumbent(role)
+        decision = None if force else await self.evaluate_policy(role, version, against=incumbent, on=on, config=config)
+        switch = await self._loaded(role, version)  # loaded before the trail says it serves: a failed load promotes nothing
+        await asyncio.to_thread(self._promotion, role, version, incumbent, decision, force)
+        self._policies.commit(switch)
+        return decision
+
+    async def _loaded(self, role: str, version: str) -> Any:
+        switch = self._policies.plan(role, version)
+        await self._load(switch)
+        return switch
+
     async def _load(self, switch: Any) -> None:
         if switch.adapter_name is None:
             return
@@ -198,6 +224,7 @@ class AsyncMemoryClient(BaseClient):
 
     def watch_policies(self, interval_s: float = 10.0) -> None:
         self._check_open()
+        self._check_interval(interval_s)
         if self._watcher is None:
             self._watcher = asyncio.get_running_loop().create_task(self._watch(interval_s))
 
@@ -206,7 +233,7 @@ class AsyncMemoryClient(BaseClient):
         while not self._closed:
             await asyncio.sleep(interval_s)
             for role in ROLES:
-                latest = self._policies.registry.latest(role, promotable_only=True)
+                latest = self._policies.registry.latest_promoted(role)
                 if latest is None or latest.version == self.policies[role].version or (role, latest.version) in failed:
                     continue
                 try:

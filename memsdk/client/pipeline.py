@@ -179,7 +179,12 @@ def _dated(ops: Sequence[Op], when: datetime | None) -> list[Op]:
 
 def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: ActivePolicies, related_k: int, *, episodic: bool = True) -> Generator[Effect, Any, IngestOutcome]:
     """The turn into the episodic tier (no LLM), then Memory-R1's loop: extractor -> per fact:
-    related semantic memories -> manager -> `MemoryBank.apply`."""
+    related semantic memories -> manager -> `MemoryBank.apply`.
+
+    Once the turn is kept, a policy that fails for good (its backend down with no fallback,
+    a malformed response, a prompt over the context window) costs only what it would have
+    decided, and says so in ``failures``, as `write_steps` does: raising would abort the
+    caller's remaining turns, and a caller that retried would store this one twice."""
     out = IngestOutcome()
     request = None
     if episodic:  # before any policy runs: a store failure here costs the turn, and says so
@@ -190,14 +195,28 @@ def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: Ac
         # a forget request or a correction changes earlier memories and states no new fact
         yield from _supersede(intent, scope, request, out)
         return out
-    extraction: Extraction = yield Extract(policies.extractor, turn, context)
+    try:
+        extraction: Extraction = yield Extract(policies.extractor, turn, context)
+    except PolicyError as exc:
+        if not episodic:
+            raise  # the turn is stored nowhere: only the caller can keep it now
+        out.failures.append(f"extractor failed, the turn is kept in the episodic tier only: {exc}")
+        return out
     out.facts, out.fallback = extraction.facts, extraction.fallback
     out.calls += extraction.calls
+    # a reply with no usable field is not "no facts in this turn": say so, as the manager does
+    out.failures += [f"extractor: unparseable output: {c.failure}" for c in extraction.calls if c.failure]
     turn_ids = [turn.turn_id] if turn.turn_id else []
     when = parse_when(turn.timestamp)
     actor = Actor(role="manager", version=policies.versions["manager"])
     for fact in out.facts:
-        transition = yield from _settle(fact, when, scope, policies.manager, related_k, turn_ids, actor, out)
+        try:
+            transition = yield from _settle(fact, when, scope, policies.manager, related_k, turn_ids, actor, out)
+        except PolicyError as exc:
+            if not episodic:
+                raise
+            out.failures.append(f"manager failed on fact {fact!r}, the turn is kept in the episodic tier only: {exc}")
+            continue
         if transition is not None:
             out.ops += _applied(transition)
     return out

@@ -93,13 +93,20 @@ class PolicySet:
             }
 
     def stats(self) -> dict[str, dict[str, int]]:
-        return {role: dict(getattr(p, "stats", None).counts) if hasattr(p, "stats") else {} for role, p in self._policies.items()}
+        # the writer too, when it ingests: its parse failures and refused calls are otherwise
+        # counted where no caller can see them
+        policies = {**self._policies, **({"writer": self._writer} if self._writer else {})}
+        return {role: dict(getattr(p, "stats", None).counts) if hasattr(p, "stats") else {} for role, p in policies.items()}
 
     # -- switching ------------------------------------------------------------------------
 
-    def plan(self, role: str, version: str) -> Switch:
+    @staticmethod
+    def check_role(role: str) -> None:
         if role not in ROLES:
             raise InvalidInput("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
+
+    def plan(self, role: str, version: str) -> Switch:
+        self.check_role(role)
         if self.heuristic:
             raise PolicyError("the heuristic policies have no checkpoints to switch to (policies='heuristic')")
         if version == BASE_VERSION:
@@ -115,14 +122,19 @@ class PolicySet:
         return Switch(role, version, f"{role}-{version}", path, manifest.prompt)
 
     def plan_rollback(self, role: str) -> Switch:
+        self.check_role(role)  # before the lookup: an unhashable role is a TypeError there
         with self._lock:
             if not self._history.get(role):
                 raise PolicyError(f"{role} has no previous version to roll back to")
             previous = self._history[role][-1]
         return self.plan(role, previous)
 
+    def build(self, switch: Switch) -> Any:
+        """The policy object a switch would serve, without serving it (the release gate's candidate)."""
+        return self._build(switch.role, switch.adapter_name, switch.prompt)
+
     def commit(self, switch: Switch, *, rollback: bool = False) -> None:
-        policy = self._build(switch.role, switch.adapter_name, switch.prompt)
+        policy = self.build(switch)
         with self._lock:
             if rollback:
                 self._history[switch.role].pop()

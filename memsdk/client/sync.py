@@ -17,6 +17,7 @@ from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, 
 from memsdk.client.results import AnswerResult, IngestResult
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.registry import ROLES
+from memsdk.registry.gate import GateConfig, GateDecision, decide
 from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
 __all__ = ["MemoryClient"]
@@ -197,6 +198,38 @@ class MemoryClient(BaseClient):
         self._load(switch)
         self._policies.commit(switch, rollback=True)
 
+    def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: str | os.PathLike[str] = "locomo-val", config: GateConfig = GateConfig(), k: int = 60) -> GateDecision:
+        """The release gate's comparison: ``version`` and the incumbent (``against``, default
+        the version serving now) replay the same states (``on``: ``"locomo-val"`` or a JSONL
+        file, see `memsdk.eval.replay`); the paired decision is recorded beside the
+        candidate's manifest and returned. Nothing is switched."""
+        self._check_open()
+        from memsdk.eval.replay import replay_answerer  # memsdk.eval imports the clients
+
+        incumbent = against or self._incumbent(role)
+        cases = self._gate_cases(role, on, k)
+        sides = [replay_answerer(self._policies.build(self._loaded(role, v)), v, cases) for v in (version, incumbent)]
+        decision = decide(role, sides[0], sides[1], on=str(on), config=config)
+        self._policies.registry.record_decision(decision)
+        return decision
+
+    def promote(self, role: str, version: str, *, force: bool = False, on: str | os.PathLike[str] = "locomo-val", config: GateConfig = GateConfig()) -> GateDecision | None:
+        """Serve ``version`` only if the gate passes against the version serving now (else
+        `GateFailed`, nothing switched). ``force=True`` skips the gate; either way the
+        promotion is appended to the role's audit trail, which watching clients follow."""
+        self._check_open()
+        incumbent = self._incumbent(role)
+        decision = None if force else self.evaluate_policy(role, version, against=incumbent, on=on, config=config)
+        switch = self._loaded(role, version)  # loaded before the trail says it serves: a failed load promotes nothing
+        self._promotion(role, version, incumbent, decision, force)
+        self._policies.commit(switch)
+        return decision
+
+    def _loaded(self, role: str, version: str) -> Any:
+        switch = self._policies.plan(role, version)
+        self._load(switch)
+        return switch
+
     def _load(self, switch: Any) -> None:
         if switch.adapter_name is None:
             return
@@ -217,8 +250,9 @@ class MemoryClient(BaseClient):
                 log.warning("could not restore %s %s at start, using base: %s", role, version, exc)
 
     def watch_policies(self, interval_s: float = 10.0) -> None:
-        """Promote newly published checkpoints marked ``promote=True``, checking every ``interval_s``."""
+        """Follow the registry's promotions (the release gate's, or a forced one), checking every ``interval_s``."""
         self._check_open()
+        self._check_interval(interval_s)
         if self._watcher is not None:
             return
         self._watcher = threading.Thread(target=self._watch, args=(interval_s,), name="memsdk-policy-watch", daemon=True)
@@ -228,7 +262,7 @@ class MemoryClient(BaseClient):
         failed: set[tuple[str, str]] = set()
         while not self._stop_watching.wait(interval_s):
             for role in ROLES:
-                latest = self._policies.registry.latest(role, promotable_only=True)
+                latest = self._policies.registry.latest_promoted(role)
                 if latest is None or latest.version == self.policies[role].version or (role, latest.version) in failed:
                     continue
                 try:

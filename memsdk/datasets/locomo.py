@@ -19,11 +19,27 @@ from typing import Literal
 from memsdk.errors import DatasetNotFound
 from memsdk.types import Turn
 
-__all__ = ["LocomoQA", "LocomoSession", "LocomoConversation", "load_locomo", "locomo_path", "split_of", "SPLITS", "Split"]
+__all__ = ["LocomoQA", "LocomoSession", "LocomoConversation", "load_locomo", "locomo_path", "session_date", "split_of", "SPLITS", "Split"]
 
 Split = Literal["train", "val", "test"]
 SPLITS: dict[str, Split] = {"conv-26": "train", "conv-30": "val"}
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+_DATE = re.compile(r"\bon (.+)$")
+
+
+def session_date(date_time: str | None) -> str | None:
+    """"1:56 pm on 8 May, 2023" -> "8 May, 2023".
+
+    Questions ask for days, never times of day, and the time's colon would end up inside
+    "Speaker (on 1:56 pm ...): text", where readers that split "speaker: text" at the first
+    colon (the extractive answerer does) would cut the memory in the wrong place.
+    """
+    if not date_time:
+        return None
+    found = _DATE.search(date_time)
+    return found.group(1) if found else date_time
 
 
 def split_of(sample_id: str) -> Split:
@@ -62,6 +78,10 @@ class LocomoConversation:
 
     def turns(self) -> list[Turn]:
         return [t for s in self.sessions for t in s.turns]
+
+    def day_stamped_turns(self) -> list[Turn]:
+        """The turns stamped with their session's day (`session_date`), as the trainers see them."""
+        return [t.model_copy(update={"timestamp": session_date(s.date_time)}) for s in self.sessions for t in s.turns]
 
     def questions(self, *, include_adversarial: bool = False) -> list[LocomoQA]:
         return [q for q in self.qa if include_adversarial or q.category != 5]

@@ -4,10 +4,19 @@ Each version folder holds a peft LoRA adapter and a ``manifest.json``. An adapte
 works with the prompt it was trained on, so the manifest may name that prompt. The trainer
 publishes with `publish`, which builds the folder under a temporary name and renames it
 into place, so a client watching the directory never sees half a checkpoint.
+
+Serving is decided apart from publishing: the release gate's decision is written beside the
+manifest (``gate.json``, `record_decision`), and every promotion, gated or forced, is a line
+of ``<role>/promotions.jsonl``, the role's audit trail. A watching client follows that trail
+(`latest_promoted`), not the folders: publishing alone makes nothing serve, except a
+manifest published with ``promote=True`` (the trainers' old way), which the trail lists as
+a forced promotion at the manifest's time. It is read from the manifest rather than
+appended at publish, so a publish killed after its rename cannot leave it half promoted.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,7 +30,7 @@ from memsdk.errors import InvalidInput, PolicyError
 from memsdk.policies import llm_policy_class
 from memsdk.types import utcnow
 
-__all__ = ["PolicyManifest", "PolicyRegistry", "ROLES", "BASE_VERSION"]
+__all__ = ["PolicyManifest", "PolicyRegistry", "Promotion", "ROLES", "BASE_VERSION"]
 
 ROLES = ("extractor", "manager", "answerer")
 #: the version name of "no adapter": the base model with the shipped prompts
@@ -51,10 +60,23 @@ class PolicyManifest(BaseModel):
         return (root / self.role / self.version / self.adapter_path).resolve()
 
 
+class Promotion(BaseModel):
+    """One line of a role's audit trail: who was made to serve, against what, and how."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: str
+    version: str
+    against: str | None = None  # the incumbent the gate compared it with
+    forced: bool = False  # promoted without a passing gate decision
+    reason: str = ""
+    at: datetime = Field(default_factory=utcnow)
+
+
 def _check(role: str, version: str) -> None:
     if role not in ROLES:
         raise InvalidInput("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
-    if not _VERSION.match(version) or version == BASE_VERSION:
+    if not isinstance(version, str) or not _VERSION.match(version) or version == BASE_VERSION:
         raise InvalidInput("version", f"{version!r} is not a valid checkpoint version name")
 
 
@@ -99,6 +121,62 @@ class PolicyRegistry:
 
     def adapter_dir(self, manifest: PolicyManifest) -> Path:
         return manifest.adapter_dir(self.root)
+
+    # -- the release gate's records -----------------------------------------------------------
+
+    def record_decision(self, decision: Any) -> Path:
+        """Write a `gate.GateDecision` beside its candidate's manifest (``gate.json``)."""
+        self.get(decision.role, decision.candidate.version)  # a published candidate only
+        path = self.root / decision.role / decision.candidate.version / "gate.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(decision.model_dump_json(indent=2))
+        tmp.replace(path)
+        return path
+
+    def decision(self, role: str, version: str) -> Any:
+        """The gate decision recorded for ``version``, or None."""
+        from memsdk.registry.gate import GateDecision
+
+        _check(role, version)
+        path = self.root / role / version / "gate.json"
+        try:
+            return GateDecision.model_validate_json(path.read_text())
+        except FileNotFoundError:
+            return None
+        except ValidationError as exc:
+            raise PolicyError(f"the gate decision of {role} {version!r} is invalid: {exc.errors()[0]['msg']}") from None
+
+    def promote(self, promotion: Promotion) -> Promotion:
+        """Append to the role's audit trail (flushed to disk before it returns)."""
+        if promotion.version != BASE_VERSION:
+            self.get(promotion.role, promotion.version)
+        folder = self.root / promotion.role
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "promotions.jsonl", "a", encoding="utf-8") as trail:
+            trail.write(promotion.model_dump_json() + "\n")
+            trail.flush()
+            os.fsync(trail.fileno())
+        return promotion
+
+    def promotions(self, role: str) -> list[Promotion]:
+        """The role's audit trail, oldest first: the promotions file (a torn last line, from a
+        killed writer, is skipped) and every manifest published with ``promote=True``."""
+        path = self.root / role / "promotions.jsonl"
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            lines = []
+        found = [Promotion(role=role, version=m.version, forced=True, reason="published with promote=True, no gate decision", at=m.created_at) for m in self.versions(role) if m.promote]
+        for line in lines:
+            try:
+                found.append(Promotion.model_validate(json.loads(line)))
+            except (ValueError, ValidationError):
+                continue
+        return sorted(found, key=lambda p: p.at)
+
+    def latest_promoted(self, role: str) -> Promotion | None:
+        trail = self.promotions(role)
+        return trail[-1] if trail else None
 
     def publish(self, adapter_dir: str | os.PathLike[str], manifest: PolicyManifest) -> PolicyManifest:
         """Copy an adapter folder in as ``<role>/<version>`` with its manifest, atomically."""

@@ -22,12 +22,11 @@ test. Category 5 (adversarial, no gold answer) is never used.
 from __future__ import annotations
 
 import os
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
 from memsdk.bank import BankLimits, MemoryBank
-from memsdk.datasets.locomo import LocomoConversation, Split, load_locomo, locomo_path, split_of
+from memsdk.datasets.locomo import LocomoConversation, Split, load_locomo, locomo_path, session_date, split_of
 from memsdk.embedding import Embedder
 from memsdk.policies import HeuristicExtractor
 from memsdk.store.memory import InMemoryTransport
@@ -50,7 +49,6 @@ __all__ = [
 ]
 
 PathLike = str | os.PathLike[str] | None
-_DATE = re.compile(r"\bon (.+)$")
 # the memories of a state's bank were written by this builder, not by a trained policy
 BUILDER = Actor(role="locomo-builder", version=HeuristicExtractor.version)
 
@@ -68,19 +66,6 @@ def conversation(sample_id: str, path: PathLike = None) -> LocomoConversation:
         if c.sample_id == sample_id:
             return c
     raise KeyError(f"no LoCoMo conversation {sample_id!r}")
-
-
-def session_date(date_time: str | None) -> str | None:
-    """"1:56 pm on 8 May, 2023" -> "8 May, 2023".
-
-    Questions ask for days, never times of day, and the time's colon would end up inside
-    "Speaker (on 1:56 pm ...): text", where readers that split "speaker: text" at the first
-    colon (the extractive answerer does) would cut the memory in the wrong place.
-    """
-    if not date_time:
-        return None
-    found = _DATE.search(date_time)
-    return found.group(1) if found else date_time
 
 
 def locomo_sessions(conv: LocomoConversation) -> list[tuple[str, list[Turn]]]:

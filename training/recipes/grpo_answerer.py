@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
-from memsdk.bank import MemoryBank
 from memsdk.embedding import Embedder
+from memsdk.eval.replay import AnswerCase, answer_cases
 from memsdk.llm.base import SamplingParams
-from memsdk.policies import UNKNOWN, HeuristicExtractor, LLMAnswerer, PolicyConfig
+from memsdk.policies import UNKNOWN, LLMAnswerer, PolicyConfig
 from memsdk.policies.parsing import parse
 from memsdk.policies.schemas import AnswerOut
-from memsdk.store.memory import InMemoryTransport
-from memsdk.types import Actor, Op, Scope, ScoredMemory
 
 from ..env import conversation, locomo_qa, locomo_sessions
 from ..rewards import exact_match, token_f1
@@ -41,28 +38,15 @@ __all__ = ["AnswerState", "answer_states", "AnswererGroups", "AnswererGRPORecipe
 _METRICS = {"em": exact_match, "f1": token_f1}
 
 
-@dataclass(frozen=True)
-class AnswerState:
-    key: str
-    question: str
-    memories: tuple[ScoredMemory, ...]
-    gold: str
+#: a state is the runtime's gate state: the answerer is trained and gated on the same shape
+AnswerState = AnswerCase
 
 
 def answer_states(embedder: Embedder, sample_ids: Sequence[str], *, k: int) -> Iterator[AnswerState]:
     """Per conversation: every turn in one bank, then each scored question with its top-k memories."""
-    extractor = HeuristicExtractor(min_words=1)
-    actor = Actor(role="locomo-builder", version=HeuristicExtractor.version)
     for sample_id in sample_ids:
         conv = conversation(sample_id)
-        scope = Scope(user_id="locomo", run_id=sample_id)
-        bank = MemoryBank(InMemoryTransport(embedder.dim), embedder)
-        ops = [Op.add(f, source_turn_ids=(t.turn_id or "",)) for _, turns in locomo_sessions(conv) for t in turns for f in extractor.extract(t).facts]
-        step = bank.limits.max_ops_per_batch
-        for start in range(0, len(ops), step):
-            bank.apply(scope, ops[start : start + step], actor=actor)
-        for i, item in enumerate(locomo_qa(conv)):
-            yield AnswerState(f"{sample_id}/q{i}", item.question, tuple(bank.search(scope, item.question, limit=k)), item.answer)
+        yield from answer_cases(sample_id, [t for _, turns in locomo_sessions(conv) for t in turns], locomo_qa(conv), embedder, k=k)
 
 
 class AnswererGroups:

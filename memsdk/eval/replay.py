@@ -1,0 +1,130 @@
+"""Fixed evaluation states replayed through a policy version: what the release gate compares.
+
+An answerer state is (question, the memories shown, the gold answer). Its memories are
+frozen when the states are built, so two versions are shown exactly the same thing and the
+reward difference is the policy's alone. Sources:
+
+- ``locomo-val``: LoCoMo's validation conversation (conv-30): every turn one memory (the
+  heuristic extractor's rendering, as the answerer's trainer builds its states), the top
+  ``k`` for each scored question through `MemoryBank.search`;
+- a JSONL file, one state per line: ``{"question": ..., "memories": ["...", ...], "gold": ...}``.
+
+`replay_answerer` runs a version over the states: the reward is token F1 against the gold
+(LoCoMo's scoring), and the guard metric is the share of replies the reader lost.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from memsdk.bank import MemoryBank
+from memsdk.datasets.locomo import load_locomo
+from memsdk.embedding.base import Embedder
+from memsdk.errors import InvalidInput
+from memsdk.eval.scoring import token_f1
+from memsdk.policies import Answer, Answerer, HeuristicExtractor
+from memsdk.registry.gate import SideResult
+from memsdk.store.memory import InMemoryTransport
+from memsdk.types import Actor, MemoryRecord, Op, Scope, ScoredMemory, Turn, content_hash, utcnow
+
+__all__ = ["AnswerCase", "answer_cases", "locomo_answer_cases", "load_answer_cases", "replay_answerer", "areplay_answerer"]
+
+_BUILDER = Actor(role="locomo-builder", version=HeuristicExtractor.version)
+
+
+@dataclass(frozen=True)
+class AnswerCase:
+    key: str
+    question: str
+    memories: tuple[ScoredMemory, ...]
+    gold: str
+
+
+def answer_cases(key: str, turns: Sequence[Turn], questions: Sequence[Any], embedder: Embedder, *, k: int) -> Iterator[AnswerCase]:
+    """Every turn in one bank (one memory each), then each question (``.question``,
+    ``.answer``) with its top-k memories. The answerer's trainer builds its states with it."""
+    extractor = HeuristicExtractor(min_words=1)
+    scope = Scope(user_id="locomo", run_id=key)
+    bank = MemoryBank(InMemoryTransport(embedder.dim), embedder)
+    ops = [Op.add(f, source_turn_ids=(t.turn_id or "",)) for t in turns for f in extractor.extract(t).facts]
+    step = bank.limits.max_ops_per_batch
+    for start in range(0, len(ops), step):
+        bank.apply(scope, ops[start : start + step], actor=_BUILDER)
+    for i, qa in enumerate(questions):
+        yield AnswerCase(f"{key}/q{i}", qa.question, tuple(bank.search(scope, qa.question, limit=k)), str(qa.answer))
+
+
+def locomo_answer_cases(embedder: Embedder, *, split: str = "val", k: int = 60) -> list[AnswerCase]:
+    """The split's questions over its conversations' day-stamped turns (as the trainer sees them)."""
+    return [c for conv in load_locomo() if conv.split == split for c in answer_cases(conv.sample_id, conv.day_stamped_turns(), conv.questions(), embedder, k=k)]
+
+
+def _memory(text: str, scope: Scope) -> ScoredMemory:
+    now = utcnow()
+    record = MemoryRecord(id=uuid.uuid4(), text=text, scope=scope, created_at=now, updated_at=now, version=1, content_hash=content_hash(text))
+    return ScoredMemory(record=record, score=1.0)
+
+
+def load_answer_cases(path: str | Path) -> list[AnswerCase]:
+    """A JSONL file of states; a bad line is an `InvalidInput` naming the line and the field."""
+    scope = Scope(user_id="gate")
+    cases = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{path}:{n}", f"not JSON ({exc.msg})") from None
+        if not isinstance(raw, dict):
+            raise InvalidInput(f"{path}:{n}", "expected an object with question, memories, gold")
+        for name, kind in (("question", str), ("gold", str), ("memories", list)):
+            if not isinstance(raw.get(name), kind):
+                raise InvalidInput(f"{path}:{n}.{name}", f"expected a {kind.__name__}")
+        if not all(isinstance(m, str) and m.strip() for m in raw["memories"]):
+            raise InvalidInput(f"{path}:{n}.memories", "expected non-empty strings")
+        cases.append(AnswerCase(f"{Path(path).name}:{n}", raw["question"], tuple(_memory(m, scope) for m in raw["memories"]), raw["gold"]))
+    if not cases:
+        raise InvalidInput(str(path), "holds no evaluation state")
+    return cases
+
+
+def _side(version: str, cases: Sequence[AnswerCase], answers: Sequence[Answer], latencies: Sequence[float]) -> SideResult:
+    n = max(1, len(cases))
+    calls = [a.calls for a in answers]
+    return SideResult(
+        version=version,
+        rewards=[token_f1(a.text, c.gold) for a, c in zip(answers, cases)],
+        guards={"parse_failure_rate": sum(any(c.parsed is None for c in cs) for cs in calls) / n},
+        latency_p50_s=float(np.percentile(latencies, 50)) if latencies else 0.0,
+        latency_p95_s=float(np.percentile(latencies, 95)) if latencies else 0.0,
+        prompt_tokens=sum(c.prompt_tokens for cs in calls for c in cs) / n,
+        completion_tokens=sum(c.completion_tokens for cs in calls for c in cs) / n,
+    )
+
+
+def replay_answerer(answerer: Answerer, version: str, cases: Sequence[AnswerCase]) -> SideResult:
+    """F1 per state, with what the version cost and how often its reply was lost."""
+    answers, latencies = [], []
+    for case in cases:
+        started = time.perf_counter()
+        answers.append(answerer.answer(case.question, case.memories))
+        latencies.append(time.perf_counter() - started)
+    return _side(version, cases, answers, latencies)
+
+
+async def areplay_answerer(answerer: Answerer, version: str, cases: Sequence[AnswerCase]) -> SideResult:
+    answers, latencies = [], []
+    for case in cases:
+        started = time.perf_counter()
+        answers.append(await answerer.aanswer(case.question, case.memories))
+        latencies.append(time.perf_counter() - started)
+    return _side(version, cases, answers, latencies)

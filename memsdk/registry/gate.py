@@ -1,0 +1,146 @@
+"""The release gate: a checkpoint serves only when it beats the version serving now.
+
+The candidate and the incumbent answer the same fixed evaluation states with the same
+frozen parts; each state gives both a reward, so the comparison is paired:
+
+    d_i = r_i(candidate) - r_i(incumbent)                 one difference per state
+    mean d, and its (1 - alpha) bootstrap interval        resample the d_i with replacement B times
+    win / tie / loss = #{d_i > 0} / #{d_i = 0} / #{d_i < 0}
+
+The gate passes when the interval's lower bound is above ``margin`` (the candidate is
+better, not merely lucky) and no guard metric regressed beyond its tolerance (parse
+failures, rejected ops: higher is worse; recall: lower is worse). A tie fails: a new
+version must earn its place. The decision, with its figures, is written beside the
+candidate's manifest (`PolicyRegistry.record_decision`) and every promotion, forced or
+not, is appended to the role's audit trail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from memsdk.errors import InvalidInput
+from memsdk.types import utcnow
+
+__all__ = ["GateConfig", "Paired", "Guard", "SideResult", "GateDecision", "paired_comparison", "decide", "GUARD_DIRECTIONS"]
+
+#: guard metric -> True when a higher value is worse
+GUARD_DIRECTIONS = {"parse_failure_rate": True, "rejected_op_rate": True, "recall": False}
+
+
+class GateConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    margin: float = Field(0.0, description="The lower confidence bound of the mean reward difference must exceed this.")
+    confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    resamples: int = Field(2000, ge=100)
+    seed: int = 0
+    tolerances: dict[str, float] = Field(
+        default_factory=lambda: {"parse_failure_rate": 0.02, "rejected_op_rate": 0.02, "recall": 0.0},
+        description="How far each guard metric may move the wrong way before the gate fails.",
+    )
+
+
+class Paired(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    n: int
+    mean_diff: float
+    ci_low: float
+    ci_high: float
+    wins: int
+    ties: int
+    losses: int
+
+
+class Guard(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    candidate: float
+    incumbent: float
+    tolerance: float
+    ok: bool
+
+
+class SideResult(BaseModel):
+    """One policy over the evaluation states: a reward per state, and what it cost."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: str
+    rewards: list[float]
+    guards: dict[str, float] = Field(default_factory=dict)
+    latency_p50_s: float = 0.0
+    latency_p95_s: float = 0.0
+    prompt_tokens: float = 0.0  # per state
+    completion_tokens: float = 0.0
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.rewards)) if self.rewards else 0.0
+
+
+class GateDecision(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    role: str
+    candidate: SideResult
+    incumbent: SideResult
+    on: str  # what the states were (locomo-val, a file, the log)
+    paired: Paired
+    guards: list[Guard]
+    passed: bool
+    reasons: list[str]
+    config: GateConfig
+    decided_at: datetime = Field(default_factory=utcnow)
+
+    def summary(self) -> str:
+        p = self.paired
+        verdict = "PASS" if self.passed else "FAIL"
+        return (
+            f"{verdict} {self.role} {self.candidate.version} vs {self.incumbent.version} on {self.on}: "
+            f"mean reward {self.candidate.mean:.3f} vs {self.incumbent.mean:.3f}, diff {p.mean_diff:+.3f} "
+            f"[{p.ci_low:+.3f}, {p.ci_high:+.3f}] ({self.config.confidence:.0%}), win/tie/loss {p.wins}/{p.ties}/{p.losses}"
+            + ("" if self.passed else f"; {'; '.join(self.reasons)}")
+        )
+
+
+def paired_comparison(candidate: Sequence[float], incumbent: Sequence[float], *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> Paired:
+    """The paired statistics of the module docstring: mean difference, percentile bootstrap
+    interval (seeded, so a decision can be reproduced), win / tie / loss."""
+    if len(candidate) != len(incumbent):
+        raise InvalidInput("rewards", f"paired rewards need one value per state on both sides, got {len(candidate)} and {len(incumbent)}")
+    if not candidate:
+        raise InvalidInput("states", "the gate needs at least one evaluation state")
+    diffs = np.asarray(candidate, dtype=np.float64) - np.asarray(incumbent, dtype=np.float64)
+    means = diffs[np.random.default_rng(seed).integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
+    alpha = 1.0 - confidence
+    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    return Paired(
+        n=len(diffs), mean_diff=float(diffs.mean()), ci_low=float(low), ci_high=float(high),
+        wins=int((diffs > 0).sum()), ties=int((diffs == 0).sum()), losses=int((diffs < 0).sum()),
+    )  # fmt: skip
+
+
+def decide(role: str, candidate: SideResult, incumbent: SideResult, *, on: str, config: GateConfig = GateConfig()) -> GateDecision:
+    """Pass iff the lower bound beats ``margin`` and every shared guard holds its tolerance."""
+    paired = paired_comparison(candidate.rewards, incumbent.rewards, confidence=config.confidence, resamples=config.resamples, seed=config.seed)
+    reasons = []
+    if not paired.ci_low > config.margin:
+        reasons.append(f"the lower bound {paired.ci_low:+.3f} of the reward difference is not above the margin {config.margin:+.3f}")
+    guards = []
+    for name in sorted(set(candidate.guards) & set(incumbent.guards)):
+        tolerance = config.tolerances.get(name, 0.0)
+        worse = candidate.guards[name] - incumbent.guards[name]
+        if not GUARD_DIRECTIONS.get(name, True):
+            worse = -worse
+        ok = worse <= tolerance + 1e-12
+        guards.append(Guard(name=name, candidate=candidate.guards[name], incumbent=incumbent.guards[name], tolerance=tolerance, ok=ok))
+        if not ok:
+            reasons.append(f"{name} regressed from {incumbent.guards[name]:.3f} to {candidate.guards[name]:.3f} (tolerance {tolerance:.3f})")
+    return GateDecision(role=role, candidate=candidate, incumbent=incumbent, on=on, paired=paired, guards=guards, passed=not reasons, reasons=reasons, config=config)

@@ -1,0 +1,144 @@
+"""The release gate on a running client: a better version is promoted, a worse or equal one
+is kept out, a forced promotion is recorded, and watching clients follow the audit trail
+only. The scripted backend answers with the name of the model a request was routed to, so
+which version "knows" the gold answer is fixed by construction."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from memsdk import AsyncMemoryClient, GateFailed, InvalidInput
+from memsdk.cli import main as cli
+from memsdk.embedding import HashEmbedder
+
+from .test_policy_swap import AdapterBackend, publish
+
+
+def states(path: Path, gold: str, n: int = 12) -> Path:
+    path.write_text("".join(json.dumps({"question": f"who answers question {i}?", "memories": [f"memory {i}", "another memory"], "gold": gold}) + "\n" for i in range(n)))
+    return path
+
+
+@pytest.fixture
+def gated(make_client, tmp_path):
+    backend = AdapterBackend()
+    ckpt = tmp_path / "ckpt"
+    client = make_client(backend=backend, checkpoint_dir=ckpt)
+    for version in ("good", "bad"):
+        publish(ckpt, "answerer", version)
+    # the gold is what the "good" adapter says: good scores 1 on every state, base and bad 0
+    return client, backend, ckpt, states(tmp_path / "states.jsonl", "answerer-good")
+
+
+def test_a_better_version_passes_is_recorded_and_serves(gated) -> None:
+    client, _, ckpt, on = gated
+    decision = client.promote("answerer", "good", on=on)
+    assert decision is not None and decision.passed
+    assert (decision.paired.wins, decision.paired.ties, decision.paired.losses) == (12, 0, 0)
+    assert decision.candidate.mean == 1.0 and decision.incumbent.version == "base"
+    assert client.policies["answerer"].version == "good"
+    assert client.registry.decision("answerer", "good") == decision  # beside the manifest
+    [trail] = client.registry.promotions("answerer")
+    assert (trail.version, trail.against, trail.forced) == ("good", "base", False) and trail.reason.startswith("PASS")
+
+
+def test_a_version_no_better_or_worse_is_kept_out(gated) -> None:
+    client, _, _, on = gated
+    with pytest.raises(GateFailed, match="not above the margin") as failed:
+        client.promote("answerer", "bad", on=on)  # 0 against base's 0: a tie
+    assert failed.value.decision.paired.ties == 12
+    assert client.policies["answerer"].version == "base" and client.registry.promotions("answerer") == []
+    client.promote("answerer", "good", on=on)
+    with pytest.raises(GateFailed):
+        client.promote("answerer", "bad", on=on)  # now worse than the incumbent on every state
+    assert client.policies["answerer"].version == "good"
+    assert client.registry.decision("answerer", "bad").paired.losses == 12  # the failure is recorded too
+
+
+def test_evaluate_switches_nothing_and_force_is_audited(gated) -> None:
+    client, _, _, on = gated
+    decision = client.evaluate_policy("answerer", "bad", against="good", on=on)
+    assert not decision.passed and client.policies["answerer"].version == "base"
+    assert client.promote("answerer", "bad", force=True) is None
+    [trail] = client.registry.promotions("answerer")
+    assert trail.forced and trail.version == "bad" and "forced" in trail.reason
+    assert client.policies["answerer"].version == "bad"
+
+
+def test_watchers_follow_promotions_not_publications(gated, make_client) -> None:
+    client, backend, ckpt, on = gated
+    watcher = make_client(backend=backend, checkpoint_dir=ckpt, data_dir=ckpt.parent / "other")
+    watcher.watch_policies(interval_s=0.05)
+    time.sleep(0.3)
+    assert watcher.policies["answerer"].version == "base"  # two published versions, none promoted
+    client.promote("answerer", "good", on=on)
+    deadline = time.time() + 5
+    while watcher.policies["answerer"].version != "good" and time.time() < deadline:
+        time.sleep(0.05)
+    assert watcher.policies["answerer"].version == "good"
+
+
+def test_only_the_answerer_is_replayed_and_states_are_validated(gated, tmp_path) -> None:
+    client, _, _, on = gated
+    with pytest.raises(InvalidInput, match="answerer so far"):
+        client.evaluate_policy("manager", "v1", on=on)
+    with pytest.raises(InvalidInput, match="locomo-val"):
+        client.evaluate_policy("answerer", "good", on=tmp_path / "missing.jsonl")
+    (tmp_path / "bad.jsonl").write_text('{"question": "q", "memories": "not a list", "gold": "g"}\n')
+    with pytest.raises(InvalidInput, match="bad.jsonl:1.memories"):
+        client.evaluate_policy("answerer", "good", on=tmp_path / "bad.jsonl")
+
+
+@pytest.mark.slow  # the CLI's client loads MiniLM
+def test_the_cli_shows_decisions_and_fails_a_failing_gate(tmp_path, capsys, monkeypatch) -> None:
+    import memsdk.client.sync as sync
+
+    data_dir = tmp_path / "cli"
+    for version in ("good", "bad"):
+        publish(data_dir / "checkpoints", "answerer", version)
+    on = states(tmp_path / "states.jsonl", "answerer-good")
+    # the CLI builds its own client on the in-process default backend: give it the scripted one
+    monkeypatch.setattr(sync.MemoryClient, "_default_backend", lambda self: AdapterBackend())
+    base = ["--data-dir", str(data_dir)]
+    assert cli([*base, "policies", "evaluate", "answerer", "bad", "--on", str(on)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["passed"] is False and shown["paired"]["ties"] == 12
+    assert cli([*base, "policies", "promote", "answerer", "bad", "--on", str(on)]) == 2
+    assert "FAIL answerer bad vs base" in capsys.readouterr().err
+    assert cli([*base, "policies", "promote", "answerer", "good", "--on", str(on)]) == 0
+    assert json.loads(capsys.readouterr().out)["active"]["answerer"]["version"] == "good"
+    assert cli([*base, "policies"]) == 0
+    listing = json.loads(capsys.readouterr().out)["answerer"]
+    assert listing["version"] == "good" and listing["gate"]["good"].startswith("PASS") and listing["gate"]["bad"].startswith("FAIL")
+    assert [p["version"] for p in listing["promotions"]] == ["good"]
+
+
+def test_the_async_twin_gates_the_same_way(tmp_path) -> None:
+    class AsyncAdapter(AdapterBackend):
+        async def chat(self, *a, **kw):  # type: ignore[override]
+            return AdapterBackend.chat(self, *a, **kw)
+
+        async def load_lora_adapter(self, *a, **kw):  # type: ignore[override]
+            return AdapterBackend.load_lora_adapter(self, *a, **kw)
+
+        async def aclose(self) -> None:
+            pass
+
+    ckpt = tmp_path / "ckpt"
+    for version in ("good", "bad"):
+        publish(ckpt, "answerer", version)
+    on = states(tmp_path / "states.jsonl", "answerer-good")
+
+    async def main() -> None:
+        async with AsyncMemoryClient(data_dir=tmp_path / "data", embedder=HashEmbedder(64), backend=AsyncAdapter(), checkpoint_dir=ckpt) as client:
+            with pytest.raises(GateFailed):
+                await client.promote("answerer", "bad", on=on)
+            decision = await client.promote("answerer", "good", on=on)
+            assert decision is not None and decision.passed and client.policies["answerer"].version == "good"
+
+    asyncio.run(main())
