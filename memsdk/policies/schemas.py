@@ -77,6 +77,36 @@ def _as_list(value: Any, where: str, notes: Notes) -> Any:
     return value
 
 
+def _salvage_items(data: Any, field: str, marker: str, item: type[BaseModel], limit: int) -> tuple[Any, Notes]:
+    """The list salvage of the manager's ops and the writer's calls: a bare item (one with
+    ``marker``) or a bare list is the reply, an item that does not validate is dropped with a
+    note, a looping text is cut, at most ``limit`` items are kept; every item dropped is a
+    failure, not an empty reply."""
+    notes: Notes = []
+    if isinstance(data, list) or (isinstance(data, dict) and marker in data and field not in data):
+        data = {field: data}
+    if not isinstance(data, dict) or field not in data:
+        return data, notes
+    items = _as_list(data[field], field, notes)
+    if not isinstance(items, list):
+        return data, notes
+    kept = []
+    for i, raw in enumerate(items):
+        where = f"{field}[{i}]"
+        if isinstance(raw, dict) and isinstance(raw.get("text"), str):
+            raw = {**raw, "text": _unloop(raw["text"], f"{where}.text", notes)}
+        try:
+            kept.append(item.model_validate(raw).model_dump())
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            notes.append(f"{where}: dropped ({'.'.join(map(str, e['loc'])) or field[:-1]}: {e['msg']})")
+    if items and not kept:
+        return data, notes
+    if len(kept) > limit:
+        notes.append(f"{field}: {len(kept)} {field}, the first {limit} kept")
+    return {**data, field: kept[:limit]}, notes
+
+
 class ExtractedFacts(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -129,29 +159,8 @@ class ManagerDecision(BaseModel):
 
     @classmethod
     def salvage(cls, data: Any) -> tuple[Any, Notes]:
-        notes: Notes = []
-        if isinstance(data, list) or (isinstance(data, dict) and "op" in data and "ops" not in data):
-            data = {"ops": data}  # small models often drop the wrapper: a bare op or a bare list
-        if not isinstance(data, dict) or "ops" not in data:
-            return data, notes
-        ops = _as_list(data["ops"], "ops", notes)
-        if not isinstance(ops, list):
-            return data, notes
-        kept = []
-        for i, op in enumerate(ops):
-            where = f"ops[{i}]"
-            if isinstance(op, dict) and isinstance(op.get("text"), str):
-                op = {**op, "text": _unloop(op["text"], f"{where}.text", notes)}
-            try:
-                kept.append(ManagerOpOut.model_validate(op).model_dump())
-            except ValidationError as exc:
-                e = exc.errors()[0]
-                notes.append(f"{where}: dropped ({'.'.join(map(str, e['loc'])) or 'op'}: {e['msg']})")
-        if ops and not kept:
-            return data, notes
-        if len(kept) > MAX_OPS:
-            notes.append(f"ops: {len(kept)} ops, the first {MAX_OPS} kept")
-        return {**data, "ops": kept[:MAX_OPS]}, notes
+        # small models often drop the wrapper: a bare op or a bare list
+        return _salvage_items(data, "ops", "op", ManagerOpOut, MAX_OPS)
 
 
 class WriterCallOut(BaseModel):
@@ -188,29 +197,7 @@ class WriterCalls(BaseModel):
         """As `ManagerDecision.salvage`: a bare call or list is the reply, each call that does
         not validate is dropped with a note (`dropped_calls` counts them: Mem-alpha's R2 needs
         every call the model wrote, executed or not), a looping text is cut."""
-        notes: Notes = []
-        if isinstance(data, list) or (isinstance(data, dict) and "fn" in data and "calls" not in data):
-            data = {"calls": data}
-        if not isinstance(data, dict) or "calls" not in data:
-            return data, notes
-        calls = _as_list(data["calls"], "calls", notes)
-        if not isinstance(calls, list):
-            return data, notes
-        kept = []
-        for i, call in enumerate(calls):
-            where = f"calls[{i}]"
-            if isinstance(call, dict) and isinstance(call.get("text"), str):
-                call = {**call, "text": _unloop(call["text"], f"{where}.text", notes)}
-            try:
-                kept.append(WriterCallOut.model_validate(call).model_dump())
-            except ValidationError as exc:
-                e = exc.errors()[0]
-                notes.append(f"{where}: dropped ({'.'.join(map(str, e['loc'])) or 'call'}: {e['msg']})")
-        if calls and not kept:
-            return data, notes
-        if len(kept) > MAX_CALLS:
-            notes.append(f"calls: {len(kept)} calls, the first {MAX_CALLS} kept")
-        return {**data, "calls": kept[:MAX_CALLS]}, notes
+        return _salvage_items(data, "calls", "fn", WriterCallOut, MAX_CALLS)
 
 
 def dropped_calls(notes: Notes) -> int:
