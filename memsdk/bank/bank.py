@@ -1,8 +1,14 @@
 """MemoryBank: scoped records, their audit history, search, snapshots, export/import.
 
 Every change goes through `transition.plan` (or `plan_restore`) and one `_commit`; every
-read builds its `Where` from the caller's scope. Writes are serialised by a lock, so two
-threads applying ops to the same scope never interleave a read-plan-write cycle.
+read builds its `Where` from the caller's scope.
+
+Locking: a write to a scope holds that scope's lock (one of ``lock_stripes`` striped locks)
+for its whole read-plan-write cycle, so two threads applying ops to the same scope never
+interleave; writes to different scopes overlap, embedding and planning included. Only the
+engine write itself (`_store_lock`) and the history sequence counter (`_seq_lock`) are
+global. `delete_all` takes every stripe: its purge rewrites the whole shard. Reads take no
+lock (the transports serve reads beside a write, as they did under the old bank-wide lock).
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +40,9 @@ if TYPE_CHECKING:
 __all__ = ["MemoryBank", "as_scope", "as_memory_id", "as_query"]
 
 ScopeLike = Scope | dict[str, Any]
+#: writes to scopes on different stripes run in parallel; two scopes sharing one only wait
+#: for each other (a fixed count keeps memory flat however many scopes a store holds)
+LOCK_STRIPES = 64
 #: `scopes`' largest limit: the engine's facet takes a machine-size integer (2**64 was a StoreError)
 MAX_SCOPES_LIMIT = 2**31 - 1
 
@@ -126,14 +137,22 @@ class MemoryBank:
         *,
         limits: BankLimits = BankLimits(),
         clock: Callable[[], Any] = utcnow,
+        lock_stripes: int = LOCK_STRIPES,
     ) -> None:
+        """``lock_stripes=1`` serialises all writes behind one lock (the bank before per-scope
+        locking; `benchmarks/load.py` uses it as its baseline)."""
         if transport.dim != embedder.dim:
             raise InvalidInput("embedder", f"makes {embedder.dim}-d vectors, the store holds {transport.dim}-d")
         self.transport = transport
         self.embedder = embedder
         self.limits = limits
         self._clock = clock
-        self._write_lock = threading.RLock()
+        _count("lock_stripes", lock_stripes, low=1)
+        self._scope_locks = [threading.RLock() for _ in range(lock_stripes)]
+        # the transports are not safe for two writers at once (EdgeTransport counts unindexed
+        # vectors and starts its index build in Python), so engine writes stay one at a time
+        self._store_lock = threading.Lock()
+        self._seq_lock = threading.Lock()
         self._seq = 0
         self._bm25: Bm25Encoder | None = None
 
@@ -159,7 +178,7 @@ class MemoryBank:
         scope = as_scope(scope)
         ops = as_ops(ops)
         targets = {str(op.target) for op in ops if op.target is not None}
-        with self._write_lock:
+        with self._writing(scope):
             current = {p.id: p for p in self.transport.scroll(codec.memories(scope, ids=frozenset(targets)), with_vectors=True)} if targets else {}
             if any(op.op is OpType.ADD and op.tier is Tier.CORE for op in ops):  # the planner checks there is no live one
                 current |= {p.id: p for p in self.transport.scroll(codec.memories(scope, tier=Tier.CORE.value, deleted=False), with_vectors=True)}
@@ -173,7 +192,7 @@ class MemoryBank:
         """Undo a soft delete; the record comes back at a new version, with a RESTORE event."""
         scope = as_scope(scope)
         mid = as_memory_id(memory_id)
-        with self._write_lock:
+        with self._writing(scope):
             points = list(self.transport.scroll(codec.memories(scope, ids=frozenset({str(mid)})), with_vectors=True))
             if not points:
                 raise MemoryNotFound(mid)
@@ -189,11 +208,31 @@ class MemoryBank:
             self._bm25 = Bm25Encoder()
         return self._bm25
 
+    @contextmanager
+    def _writing(self, scope: Scope) -> Iterator[None]:
+        """Hold ``scope``'s write lock: its read-plan-write cycles run one at a time."""
+        with self._scope_locks[zlib.crc32(scope.key.encode()) % len(self._scope_locks)]:
+            yield
+
+    @contextmanager
+    def _writing_all(self) -> Iterator[None]:
+        """Hold every scope's write lock, taken in stripe order (so two callers cannot deadlock)."""
+        with ExitStack() as stack:
+            for lock in self._scope_locks:
+                stack.enter_context(lock)
+            yield
+
     def _next_seq(self) -> int:
         # Wall-clock nanoseconds keep the order across restarts; max() keeps it strict
-        # within a process when the clock stalls or steps back.
-        self._seq = max(self._seq + 1, time.time_ns())
-        return self._seq
+        # within a process when the clock stalls or steps back. Per scope, seqs also follow
+        # the commit order, since the scope's lock is held from here to the commit.
+        with self._seq_lock:
+            self._seq = max(self._seq + 1, time.time_ns())
+            return self._seq
+
+    def _advance_seq(self, seqs: Iterable[int]) -> None:
+        with self._seq_lock:
+            self._seq = max([self._seq, *seqs])
 
     def _commit(self, transition: Transition, vectors: dict[str, np.ndarray | None]) -> None:
         records = transition.records
@@ -205,9 +244,9 @@ class MemoryBank:
         # BM25 costs microseconds, so every written record gets its sparse vector afresh
         points = [codec.record_point(r, vectors[str(r.id)], self.bm25.document(indexed[r.id])) for r in records]
         points += [codec.event_point(e) for e in transition.events]
-        self.transport.upsert(points)  # one engine operation: records and their history together
-        if transition.events:
-            self._seq = max(self._seq, transition.events[-1].seq)
+        with self._store_lock:
+            self.transport.upsert(points)  # one engine operation: records and their history together
+        self._advance_seq(e.seq for e in transition.events[-1:])
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -220,7 +259,9 @@ class MemoryBank:
     def delete_all(self, scope: ScopeLike) -> int:
         """Erase a scope for good: records, history, and their bytes on disk. Returns the record count."""
         scope = as_scope(scope)
-        with self._write_lock:
+        # every stripe, not just this scope's: the purge copies the whole shard and swaps it,
+        # which must not happen under another scope's read-plan-write cycle
+        with self._writing_all(), self._store_lock:
             n = self.transport.count(codec.memories(scope))
             self.transport.delete(codec.scope_points(scope))  # one operation: a crash leaves all or none
             self.transport.purge()
@@ -342,7 +383,9 @@ class MemoryBank:
             records = [r.model_copy(update={"scope": target, "id": renew(r.id)}) for r in records]
             events = [e.model_copy(update={"scope": target, "id": renew(e.id), "memory_id": renew(e.memory_id), "batch_id": renew(e.batch_id)}) for e in events]
             ids = [str(r.id) for r in records] + [str(e.id) for e in events]
-        with self._write_lock:
+        # the target's lock suffices: ids are only kept when importing into the source scope,
+        # so two imports that could collide on ids take the same lock
+        with self._writing(target):
             taken = self.transport.existing_ids(ids)
             if taken:
                 raise ImportConflict("ids", f"{len(taken)} of this file's ids already exist in the store (import it into another scope for fresh ids); nothing was imported")
@@ -350,8 +393,9 @@ class MemoryBank:
                 raise Conflict("scope", "already has a core memory and the file holds one; delete one of them first; nothing was imported")
             shown = [r.render(resolve_dates=False) for r in records]
             points = [codec.record_point(r, v, self.bm25.document(t)) for r, v, t in zip(records, self._embed(shown), shown)]
-            self.transport.upsert(points + [codec.event_point(e) for e in events])
-            self._seq = max([self._seq, *(e.seq for e in events)])
+            with self._store_lock:
+                self.transport.upsert(points + [codec.event_point(e) for e in events])
+            self._advance_seq(e.seq for e in events)
         return len(records)
 
     def close(self) -> None:
