@@ -187,14 +187,21 @@ def make_format_model(folder: Path, *, seed: int = 0, warmup_steps: int = 80) ->
 WRITER_PIECES = ['▁{"calls":', '▁[{"fn":', '▁"memory_', '▁insert",', '▁"tier":', '▁"semantic",', '▁"episodic",', '▁"text":', '▁"', '▁"}]}']
 
 
-def make_writer_model(folder: Path, *, seed: int = 0, warmup_steps: int = 80) -> Path:
+def make_writer_model(folder: Path, *, seed: int = 0, warmup_steps: int = 80, prompts: Sequence[Sequence[dict[str, str]]] = ()) -> Path:
+    """``prompts``: chat requests (ending in the writer's response prefix) to warm up on, so
+    the format is learned after the long writer prompt the recipe really sends, not only
+    after a bare prefix (with the bare prefix alone, two seeds of three never wrote a
+    parseable reply once the real prompt came in front of it)."""
     model, tokenizer, vocab = _word_llama([*SPECIALS_METASPACE, *WRITER_PIECES, *FORMAT_WORDS], seed=seed, max_positions=4096, metaspace=True)
     rng = random.Random(seed)
     words = [w.lstrip("▁") for w in FORMAT_WORDS]
+    from memsdk_training.recipes import render_chat
+
+    rendered = [render_chat(tokenizer, list(p)) for p in prompts] or ['<|assistant|> {"calls": [{"fn": "memory_']
 
     def example() -> tuple[str, str]:
         content = " ".join(rng.choice(words) for _ in range(rng.randint(2, 3)))
         tier = rng.choice(["semantic", "episodic"])
-        return '<|assistant|> {"calls": [{"fn": "memory_', f'insert", "tier": "{tier}", "text": " {content} "}}]}}'
+        return rng.choice(rendered), f'insert", "tier": "{tier}", "text": " {content} "}}]}}'
 
     return _warm_up(model, tokenizer, vocab, example, warmup_steps, folder)

@@ -6,12 +6,15 @@ not, so a working path must learn the semantic tier and a path with zeroed advan
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import torch
 
-from memsdk.types import Scope, Turn
+from memsdk.policies import LLMWriter, load_prompt
+from memsdk.types import MemoryRecord, Scope, ScoredMemory, Turn, content_hash
 from memsdk_training.advantages import GroupedAdvantages
 from memsdk_training.env import Episode, QAItem, Session
 from memsdk_training.recipes import WriterGRPOConfig, read_metrics
@@ -19,7 +22,10 @@ from memsdk_training.recipes.grpo_writer import TERMS, WriterGRPORecipe
 
 from ._tiny import make_writer_model, mean_of, run_recipe
 
-TURNS = [("alice", "alice likes tea and paris"), ("bob", "bob has a dog and a cat"), ("alice", "alice has a cat"), ("bob", "bob likes paris and tea")]
+# each chunk of two turns holds every content word the tiny model knows, so any text it writes
+# is grounded: the tier alone decides whether a call executes
+NOW = datetime(2023, 5, 8, tzinfo=UTC)
+TURNS = [("alice", "alice likes tea and paris"), ("bob", "bob has a dog and a cat"), ("alice", "alice has a cat and a dog"), ("bob", "bob likes paris and tea")]
 
 
 def sample(key: str) -> Episode:
@@ -39,16 +45,28 @@ class ZeroAdvantageWriter(TinyWriter):
         return adv._replace(advantages=torch.zeros_like(adv.advantages))
 
 
+def requests() -> list[list[dict[str, str]]]:
+    """What the recipe will send: the writer prompt over the sample's chunks, with no memory
+    yet and with one, ending in the response prefix."""
+    turns = sample("x").sessions[0].turns
+    prompt = load_prompt("writer")
+    shown = [[], [ScoredMemory(record=MemoryRecord(id=uuid.uuid4(), text="alice likes tea", scope=Scope(user_id="u"), created_at=NOW, updated_at=NOW, version=1, content_hash=content_hash("alice likes tea")), score=1.0)]]
+    return [
+        [*prompt.render(**LLMWriter.prompt_values(turns[i : i + 2], memories)), {"role": "assistant", "content": prompt.response_prefix}]
+        for i in (0, 2) for memories in shown
+    ]
+
+
 @pytest.fixture(scope="module")
 def writer_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_writer_model(tmp_path_factory.mktemp("writer") / "model")
+    return make_writer_model(tmp_path_factory.mktemp("writer") / "model", prompts=requests())
 
 
 def _config(model: Path, out: Path, **overrides: object) -> WriterGRPOConfig:
     base = dict(
         model_path=str(model), output_dir=str(out), progress=False, seed=0, embedder="hash", chunk_turns=2,
         lora={"rank": 8, "alpha": 16, "target_modules": ("q_proj", "v_proj", "o_proj", "up_proj", "down_proj", "lm_head")},
-        lr=1e-2, ppo_epochs=2, group_size=8, prompts_per_step=1, max_tokens=16, micro_batch_size=64, steps=20,
+        lr=3e-3, ppo_epochs=2, group_size=8, prompts_per_step=1, max_tokens=16, micro_batch_size=64, steps=30,
         checkpoint_every=1000, num_threads=1,
     )  # fmt: skip
     return WriterGRPOConfig.model_validate({**base, **overrides})
@@ -57,12 +75,14 @@ def _config(model: Path, out: Path, **overrides: object) -> WriterGRPOConfig:
 def test_the_writer_learns_the_tier_the_bank_accepts_and_zeroed_advantages_do_not(writer_model: Path, tmp_path: Path) -> None:
     learned = run_recipe(TinyWriter, _config(writer_model, tmp_path / "grpo"))
     frozen = run_recipe(ZeroAdvantageWriter, _config(writer_model, tmp_path / "zero"))
-    start, end = mean_of(learned[:3], "r2_format"), mean_of(learned[-4:], "r2_format")
-    control = mean_of(frozen[-4:], "r2_format")
+    start, end = mean_of(learned[:3], "r2_format"), mean_of(learned[-5:], "r2_format")
+    control = mean_of(frozen[-5:], "r2_format")
     print(f"\nR2 (calls executed) {start:.2f} -> {end:.2f}; zeroed advantages -> {control:.2f}")
-    assert start < 0.6  # the warm-up drew the two tiers 50/50 (and some replies miss the format)
-    assert end >= 0.9
-    assert control < 0.6
+    # seeds 0-2 measured: start .44-.58, end .90-.96, control .23-.53 (lr 1e-2 without KL
+    # collapsed one seed's format to 0: Mem-alpha drops the KL term, so the step must be small)
+    assert start < 0.7  # the warm-up drew the two tiers 50/50 (and some replies miss the format)
+    assert end >= 0.8
+    assert control <= 0.7 and end - control >= 0.3
     assert learned[0]["reward_mean"] == frozen[0]["reward_mean"]  # same rollouts until the updates differ
     rows = read_metrics(tmp_path / "grpo" / "metrics.jsonl")
     for row in rows:  # each term logged on its own, every step
