@@ -4,7 +4,9 @@ bank), the hashing embedder and heuristic policies: fast, no model loaded."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,22 @@ from memsdk.embedding import HashEmbedder  # noqa: E402
 
 ALICE = {"user_id": "alice"}
 BOB = {"user_id": "bob"}
+
+
+@contextmanager
+def suite_clients(root: Path, facts: Sequence[str]) -> Iterator[dict]:
+    """For langchain-tests' suites, which build the component from constructor params
+    themselves: both clients over one bank holding ``facts`` for Alice, alive for a class."""
+    with MemoryBank.open(root / "store", embedder=HashEmbedder(64)) as shared:
+        sync = MemoryClient(bank=shared, data_dir=root / "data", policies="heuristic")
+        aclient = AsyncMemoryClient(bank=shared, data_dir=root / "adata", policies="heuristic")
+        for fact in facts:
+            sync.add(fact, scope=ALICE)
+        try:
+            yield {"client": sync, "aclient": aclient, "scope": ALICE}
+        finally:
+            asyncio.run(aclient.aclose())
+            sync.close()
 
 
 @pytest.fixture

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from langchain_core.documents import Document
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-from memsdk import AsyncMemoryClient, MemoryBank, MemoryClient
-from memsdk.embedding import HashEmbedder
+from memsdk import AsyncMemoryClient, MemoryClient
 from memsdk_adapters.langchain import MemsdkRetriever
 
-from tests.adapters.conftest import ALICE, BOB
+from tests.adapters.conftest import ALICE, BOB, suite_clients
 
 FACTS = [
     "Alice adopted a dog named Buddy",
@@ -33,17 +30,9 @@ class TestStandardSuite(RetrieversIntegrationTests):
     @pytest.fixture(autouse=True, scope="class")
     @classmethod
     def _clients(cls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-        root: Path = tmp_path_factory.mktemp("retriever-suite")
-        bank = MemoryBank.open(root / "store", embedder=HashEmbedder(64))
-        sync = MemoryClient(bank=bank, data_dir=root / "data", policies="heuristic")
-        for fact in FACTS:
-            sync.add(fact, scope=ALICE)
-        aclient = AsyncMemoryClient(bank=bank, data_dir=root / "adata", policies="heuristic")
-        cls._params = {"client": sync, "aclient": aclient, "scope": ALICE}
-        yield
-        asyncio.run(aclient.aclose())
-        sync.close()
-        bank.close()
+        with suite_clients(tmp_path_factory.mktemp("retriever-suite"), FACTS) as params:
+            cls._params = params
+            yield
 
     @property
     def retriever_constructor(self) -> type[MemsdkRetriever]:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from langchain.agents import create_agent
@@ -14,12 +12,11 @@ from langchain_core.tools import BaseTool
 from langchain_tests.integration_tests import ToolsIntegrationTests
 from langchain_tests.unit_tests import ToolsUnitTests
 
-from memsdk import AsyncMemoryClient, MemoryBank, MemoryClient
-from memsdk.embedding import HashEmbedder
+from memsdk import AsyncMemoryClient, MemoryClient
 from memsdk.errors import ScopeRequired
 from memsdk_adapters.langchain import forget_tool, memory_tools, recall_tool, remember_tool
 
-from tests.adapters.conftest import ALICE, BOB, ScriptedChatModel
+from tests.adapters.conftest import ALICE, BOB, ScriptedChatModel, suite_clients
 
 
 class _Suite:
@@ -28,16 +25,9 @@ class _Suite:
     @pytest.fixture(autouse=True, scope="class")
     @classmethod
     def _clients(cls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-        root: Path = tmp_path_factory.mktemp("tools-suite")
-        bank = MemoryBank.open(root / "store", embedder=HashEmbedder(64))
-        sync = MemoryClient(bank=bank, data_dir=root / "data", policies="heuristic")
-        aclient = AsyncMemoryClient(bank=bank, data_dir=root / "adata", policies="heuristic")
-        sync.add("Alice adopted a dog named Buddy", scope=ALICE)
-        cls._params = {"client": sync, "aclient": aclient, "scope": ALICE}
-        yield
-        asyncio.run(aclient.aclose())
-        sync.close()
-        bank.close()
+        with suite_clients(tmp_path_factory.mktemp("tools-suite"), ["Alice adopted a dog named Buddy"]) as params:
+            cls._params = params
+            yield
 
     @property
     def tool_constructor_params(self) -> dict:
