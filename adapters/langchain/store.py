@@ -137,10 +137,15 @@ Steps = Generator[_Call, Any, Any]
 class MemsdkStore(BaseStore):
     """A LangGraph store whose namespaces are memsdk scopes (see the module docstring).
 
+    ``supports_ttl`` is False on purpose: an expiring memory would be deleted without a
+    request or an audited forget, against the bank's "nothing is lost silently".
+
     ``fields``: the value paths whose text is a memory's text (LangGraph's ``IndexConfig``
     ``fields``; a put's ``index=[...]`` overrides them). ``hybrid``: search dense + BM25;
     default: the client's ``config.hybrid``.
     """
+
+    supports_ttl = False
 
     def __init__(
         self,
@@ -227,7 +232,9 @@ class _Plan:
     def run(self) -> Steps:
         for op in self.ops:
             validate_op_namespace(op)  # ops handed to batch() directly skip BaseStore's checks
-            if isinstance(op, PutOp) and op.ttl is not None:
+            # a deliberate refusal, the one BaseStore.put raises for a store whose supports_ttl
+            # is False: a memory lives until deleted or erased, never silently expires
+            if isinstance(op, PutOp) and op.ttl is not None and not self.store.supports_ttl:
                 raise NotImplementedError("MemsdkStore does not support TTL: memories live until deleted")
         results: list[Result] = []
         puts: dict[tuple[Namespace, str], PutOp] = {}

@@ -20,7 +20,7 @@ from memsdk.policies.prompts import load_prompt
 from memsdk.policies.schemas import ManagerDecision
 from memsdk.types import Op, OpType, ScoredMemory, check_text
 
-__all__ = ["Decision", "Manager", "LLMManager", "ChunkManager", "OpGuard", "to_ops", "render_memories", "grounded", "valid_text"]
+__all__ = ["Decision", "Manager", "LLMManager", "ChunkManager", "OpGuard", "to_ops", "render_memories", "alias_problem", "grounded", "valid_text"]
 
 MEMORY_CHARS = 300
 
@@ -120,11 +120,8 @@ def to_ops(
             else:
                 ops.append(Op.add(text, source_turn_ids=turns))
             continue
-        if out.id is None or not 0 <= out.id < len(related):
-            rejected.append(f"ops[{i}]: {kind} of unknown memory [{out.id}]")
-            continue
-        if out.id in touched:
-            rejected.append(f"ops[{i}]: second op on memory [{out.id}]")
+        if (problem := alias_problem(out.id, len(related), touched, "op")) is not None:
+            rejected.append(f"ops[{i}]: {kind} of {problem}" if problem.startswith("unknown") else f"ops[{i}]: {problem}")
             continue
         target, seen = related[out.id].record.id, related[out.id].record.version
         if kind is OpType.DELETE:
@@ -145,6 +142,16 @@ def to_ops(
             ops.append(Op.update(target, text, source_turn_ids=turns, expected_version=seen))
         touched.add(out.id)
     return ops, rejected
+
+
+def alias_problem(alias: int | None, shown: int, touched: set[int], noun: str) -> str | None:
+    """Why an op (or a writer call) on memory ``[alias]`` cannot run: an alias that was not
+    shown, or a second ``noun`` on a memory one already changed; None when it can."""
+    if alias is None or not 0 <= alias < shown:
+        return f"unknown memory [{alias}]"
+    if alias in touched:
+        return f"second {noun} on memory [{alias}]"
+    return None
 
 
 def valid_text(text: str | None, max_chars: int) -> str | None:

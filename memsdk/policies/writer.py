@@ -21,7 +21,7 @@ from memsdk.dates import render_timestamp
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
 from memsdk.policies.extractor import MAX_TURN_CHARS, render_turn
-from memsdk.policies.manager import OpGuard, grounded, valid_text
+from memsdk.policies.manager import OpGuard, alias_problem, grounded, valid_text
 from memsdk.policies.prompts import load_prompt
 from memsdk.policies.schemas import MAX_WRITER_TEXT_CHARS, WriterCalls, dropped_calls
 from memsdk.types import Op, ScoredMemory, Tier, Turn
@@ -80,11 +80,8 @@ def writer_ops(reply: WriterCalls, memories: Sequence[ScoredMemory], *, chunk: s
             else:
                 ops.append(Op.add(text, tier=tier, source_turn_ids=turns))
             continue
-        if call.id is None or not 0 <= call.id < len(memories):
-            rejected.append(f"{where}: unknown memory [{call.id}]")
-            continue
-        if call.id in touched:
-            rejected.append(f"{where}: second call on memory [{call.id}]")
+        if (problem := alias_problem(call.id, len(memories), touched, "call")) is not None:
+            rejected.append(f"{where}: {problem}")
             continue
         target = memories[call.id].record
         if call.fn == "memory_delete":

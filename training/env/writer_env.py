@@ -31,6 +31,7 @@ from memsdk.errors import MemsdkError
 from memsdk.interactions.types import AppliedOp
 from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.policies import Answerer, LLMWriter, Written
+from memsdk.policies.manager import grounded
 from memsdk.policies.parsing import parse
 from memsdk.policies.schemas import WriterCalls
 from memsdk.store.memory import InMemoryTransport
@@ -53,9 +54,7 @@ CallJudge = Callable[[str, AppliedOp], bool]
 def grounded_judge(chunk: str, op: AppliedOp) -> bool:
     """The cheap judge: a write is valid when it is not empty and, for ADD / UPDATE, at least
     half of its content words come from the chunk or the text it replaces. Any OpenAI-
-    compatible model can judge instead (`recipes.mem_alpha.LLMJudge`)."""
-    from memsdk.policies.manager import grounded
-
+    compatible model can judge instead (`llm_judge`)."""
     if op.op == "DELETE":
         return True
     return bool(op.after) and grounded(op.after or "", [chunk, op.before or ""], 0.5)
@@ -169,8 +168,9 @@ def roll_out(episode: Episode, writer: LLMWriter, render: Callable[[list[dict[st
         for chunk in chunks(session.turns, frozen.chunk_turns):
             context += sum(len(t.text) for t in chunk)
             sampled: dict[str, Any] = {}
+            seed = (params.seed or 0) + len(steps)  # a step's own seed: the steps of a rollout differ
 
-            def sample(effect: Write, seed: int = (params.seed or 0) + len(steps)) -> Written:
+            def sample(effect: Write) -> Written:
                 request = writer.caller.prepare(writer.backend, **writer.prompt_values(effect.chunk, effect.memories))
                 options = params.model_copy(update={"n": 1, "seed": seed, "stop": request.params.stop})
                 choice = writer.backend.chat(request.messages, params=options, model=request.model).choices[0]  # type: ignore[union-attr]
@@ -186,6 +186,6 @@ def roll_out(episode: Episode, writer: LLMWriter, render: Callable[[list[dict[st
             applied = iter(outcome.ops)  # one applied op per executed call, in order
             valid = [frozen.judge(chunk_text, next(applied)) if ok else False for ok in outcome.executed]
             steps.append(WriterStep(sampled["prompt"], sampled["token_ids"], sampled["text"], tuple(outcome.executed), tuple(valid), sampled["failed"]))
-    memory = sum(len(r.text) for scope in (episode.scope,) for tier in (Tier.CORE, Tier.SEMANTIC) for r in bank.list(scope, tier=tier))
+    memory = sum(len(r.text) for tier in (Tier.CORE, Tier.SEMANTIC) for r in bank.list(episode.scope, tier=tier))
     return WriterRollout(tuple(steps), qa_score(bank, episode, questions, frozen), compression_reward(memory, context), memory, context)
 
