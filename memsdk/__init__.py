@@ -7,6 +7,7 @@ are imported only when a model or a server-backed store is first used.
 from memsdk.bank import BankLimits, BankSnapshot, MemoryBank, Transition
 from memsdk.client import AnswerResult, AsyncMemoryClient, IngestResult, MemoryClient, PolicyInfo
 from memsdk.config import ClientConfig
+from memsdk.policies.spec import LLMSpec
 from memsdk.embedding import Embedder, HashEmbedder, SentenceTransformerEmbedder
 from memsdk.errors import (
     ClientClosed,
@@ -51,6 +52,7 @@ __all__ = [
     "InMemoryTransport",
     "IngestResult",
     "InvalidInput",
+    "LLMSpec",
     "MemoryBank",
     "MemoryClient",
     "MemoryNotFound",

@@ -9,17 +9,20 @@
     memsdk policies                     (active versions, gate decisions, audit trail)
     memsdk policies evaluate answerer v2 [--against base] [--on locomo-val|states.jsonl]
     memsdk policies promote answerer v2 [--force]
+    memsdk policies installed           (policies other packages installed: memsdk.policies entry points)
+    memsdk --policy extractor=heuristic --policy manager='{"base_url": "http://vllm:8000"}' ask ...
     memsdk use-policy manager v3        memsdk rollback manager
     memsdk eval locomo --split val      memsdk eval compare A.json B.json   (see memsdk.eval.cli)
 
 Global settings (``--data-dir``, ``--qdrant-url``, ``--llm-base-url``, ``--model``,
-``--policies``) default to the ``MEMSDK_*`` environment. Output is JSON on stdout; errors
+``--policies``, ``--policy ROLE=SPEC``) default to the ``MEMSDK_*`` environment. Output is JSON on stdout; errors
 are one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -46,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--llm-base-url")
     parser.add_argument("--model")
     parser.add_argument("--policies", choices=["llm", "heuristic"])
+    parser.add_argument("--policy", action="append", default=[], metavar="ROLE=SPEC", help="one role's policy: heuristic, llm, an installed policy's name or an LLM spec's JSON (repeatable)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("ingest", help="ingest turns from a JSON array or JSONL file")
@@ -69,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     _scope_args(p)
     p = sub.add_parser("policies", help="show the active policy versions, their gate decisions and promotions")
     gate = p.add_subparsers(dest="policy_command")
+    gate.add_parser("installed", help="list the policies installed under the memsdk.policies entry points")
     for name, helptext in (("evaluate", "compare a published version with the incumbent (the release gate), switch nothing"), ("promote", "serve a published version if the release gate passes")):
         q = gate.add_parser(name, help=helptext)
         q.add_argument("role")
@@ -121,6 +126,8 @@ def _read_turns(path: Path) -> list[dict[str, Any]]:
 def _dump(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
     if isinstance(value, (list, tuple)):
         return [_dump(v) for v in value]
     if isinstance(value, dict):
@@ -131,7 +138,11 @@ def _dump(value: Any) -> Any:
 def _run(args: argparse.Namespace) -> Any:
     from memsdk.client import MemoryClient
 
-    settings = {k: v for k, v in {"data_dir": args.data_dir, "qdrant_url": args.qdrant_url, "llm_base_url": args.llm_base_url, "model": args.model, "policies": args.policies}.items() if v}
+    if args.command == "policies" and args.policy_command == "installed":  # needs no client
+        from memsdk.policies.plugins import installed
+
+        return installed()
+    settings = {k: v for k, v in {"data_dir": args.data_dir, "qdrant_url": args.qdrant_url, "llm_base_url": args.llm_base_url, "model": args.model, "policies": _role_policies(args)}.items() if v}
     with MemoryClient(**settings) as client:
         match args.command:
             case "ingest":
@@ -155,6 +166,19 @@ def _run(args: argparse.Namespace) -> Any:
                 client.rollback(args.role)
                 return client.policies
     raise AssertionError(args.command)  # argparse only lets known commands through
+
+
+def _role_policies(args: argparse.Namespace) -> Any:
+    """``--policies`` with the ``--policy ROLE=SPEC`` options on top (None: the environment's)."""
+    if not args.policy:
+        return args.policies
+    per_role: dict[str, str] = {}
+    for item in args.policy:
+        role, sep, spec = item.partition("=")
+        if not sep or not role.strip() or not spec.strip():
+            raise InvalidInput("--policy", f"expected ROLE=SPEC, e.g. extractor=heuristic, got {item!r}")
+        per_role[role.strip()] = spec.strip()
+    return {**dict.fromkeys(("extractor", "manager", "answerer"), args.policies or "llm"), **per_role}
 
 
 def _policies(client: Any, args: argparse.Namespace) -> Any:

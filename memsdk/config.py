@@ -4,15 +4,20 @@
     ClientConfig(qdrant_url="http://qdrant:6333",    production: a Qdrant server and a vLLM server
                  llm_base_url="http://vllm:8000", model="smollm2")
     ClientConfig.from_env()                          MEMSDK_DATA_DIR, MEMSDK_QDRANT_URL, MEMSDK_LLM_BASE_URL, ...
+    ClientConfig(policies={"extractor": "heuristic",  per role: see memsdk.policies.spec
+                           "manager": {"base_url": "http://vllm-7b:8000"}})
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from memsdk.policies.spec import POLICY_ROLES, RolePolicies
 
 __all__ = ["ClientConfig", "default_data_dir"]
 
@@ -33,7 +38,12 @@ class ClientConfig(BaseModel):
     llm_base_url: str | None = Field(None, description="An OpenAI-compatible server (vLLM); None means SmolLM2 in-process.")
     llm_api_key: str | None = None
     model: str = Field("smollm2", description="Served base model name.")
-    policies: Literal["llm", "heuristic"] = Field("llm", description="'heuristic' runs without any LLM.")
+    policies: Literal["llm", "heuristic"] | RolePolicies = Field(
+        "llm",
+        description="What serves each role: 'llm' (every role on the LLM backend), 'heuristic' (no LLM), or per role "
+        "{'extractor': ..., 'manager': ..., 'answerer': ...} with 'llm', 'heuristic', an LLMSpec, an installed policy's name "
+        "or a policy object (memsdk.policies.spec).",
+    )
     fallback_to_heuristic: bool = Field(True, description="Use the heuristic policies while the LLM backend is down.")
     checkpoint_dir: Path | None = Field(None, description="Published policy checkpoints; default data_dir/checkpoints.")
     related_k: int = Field(5, ge=1, le=50, description="Related memories shown to the manager per fact.")
@@ -46,6 +56,20 @@ class ClientConfig(BaseModel):
     log_interactions: bool = Field(True, description="Record every ingest and answer for training.")
     embedder_threads: int = Field(1, ge=1)
     llm_timeout_s: float = Field(60.0, gt=0)
+
+    @field_validator("policies", mode="before")
+    @classmethod
+    def _per_role(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().startswith("{"):  # JSON from the environment
+            try:
+                value = json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"not valid JSON: {exc}") from None
+        if isinstance(value, dict):
+            return RolePolicies.model_validate(value)
+        if isinstance(value, str) and value not in ("llm", "heuristic"):
+            raise ValueError(f"expected 'llm', 'heuristic' or a mapping of role to policy (JSON in the environment), got {value!r}")
+        return value
 
     @model_validator(mode="after")
     def _writer_needs_llm_and_tiers(self) -> Self:
@@ -68,4 +92,13 @@ class ClientConfig(BaseModel):
             "model": os.environ.get("MEMSDK_MODEL"),
             "policies": os.environ.get("MEMSDK_POLICIES"),
         }
-        return cls.model_validate({**{k: v for k, v in env.items() if v}, **overrides})
+        env = {k: v for k, v in env.items() if v}
+        # MEMSDK_POLICY_<ROLE> names one role's policy ("heuristic", an installed policy's
+        # name, or an LLM spec's JSON) on top of MEMSDK_POLICIES
+        per_role = {role: v for role in POLICY_ROLES if (v := os.environ.get(f"MEMSDK_POLICY_{role.upper()}"))}
+        if per_role and "policies" not in overrides:
+            base = env.get("policies", "llm")
+            if isinstance(base, str) and base.strip().startswith("{"):
+                base = json.loads(base)
+            env["policies"] = {**({r: base for r in POLICY_ROLES} if isinstance(base, str) else base), **per_role}
+        return cls.model_validate({**env, **overrides})

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from memsdk.bank import MemoryBank, as_memory_id, as_query, as_scope
 from memsdk.client.pipeline import ActivePolicies, AnswerOutcome, Apply, Effect, IngestOutcome, Search, ingest_steps, write_steps
-from memsdk.client.policies import PolicySet, Switch
+from memsdk.client.policies import Backends, Endpoint, PolicySet, Switch
 from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo
 from memsdk.config import ClientConfig
 from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
@@ -63,15 +63,24 @@ class TimedEmbedder(EmbedderWrapper):
             self._local.elapsed = self.elapsed + time.perf_counter() - start
 
 
+def in_process_model(model: str, default: str) -> dict[str, Any]:
+    """`TransformersBackend` arguments for a model name: ``default`` (the client's model
+    name, "smollm2" unless set) is SmolLM2 served under that name; a folder is loaded from
+    there; any other name is a Hugging Face id, loaded from the local cache (offline)."""
+    if model == default:
+        return {"served_model_name": model}
+    path = Path(model).expanduser()
+    return {"model_path": path if path.is_dir() else model, "served_model_name": path.name if path.is_dir() else model}
+
+
 class Timings(dict[str, float]):
     def add(self, stage: str, seconds: float) -> None:
         self[stage] = self.get(stage, 0.0) + seconds
 
 
 class BaseClient:
-    _backend: Any
-    #: each twin builds its own kind of backend (blocking or async) from the config
-    _default_backend: Callable[[], Any]
+    #: each twin builds its own kind of backend (blocking or async) for an endpoint
+    _make_backend: Callable[[Endpoint], Any]
 
     def __init__(
         self,
@@ -110,13 +119,14 @@ class BaseClient:
             bank.embedder = self._embedder
             self.bank = bank
         # what was injected stays the caller's: close() releases only what the client made
-        self._owns_bank, self._owns_backend = bank is None, backend is None
+        self._owns_bank = bank is None
         try:
             self.log = InteractionLog(self.config.data_dir / "interactions.sqlite3", redact=redact) if self.config.log_interactions else None
-            self._backend = backend if backend is not None else (None if self.config.policies == "heuristic" else self._default_backend())
-            self._policies = PolicySet(self._backend, self.config, PolicyRegistry(self.config.checkpoints), self.config.data_dir / "active_policies.json")
+            self._backends = Backends(self.config, self._make_backend, injected=backend)
+            self._policies = PolicySet(self._backends, self.config, PolicyRegistry(self.config.checkpoints), self.config.data_dir / "active_policies.json")
         except BaseException:
             self._release_bank()
+            self._close_backends_now()
             raise
 
     # -- no-I/O helpers shared by the twins ---------------------------------------------------
@@ -128,9 +138,22 @@ class BaseClient:
         else:
             self.bank.embedder = self._bank_embedder
 
-    def _owned_backend(self) -> Any:
-        """The backend to close: the one the client built, never an injected one."""
-        return self._backend if self._owns_backend else None
+    @property
+    def _backend(self) -> Any:
+        """The default LLM backend (the one roles without an endpoint of their own use), or
+        None while no role has needed it."""
+        return self._backends.made_default() if hasattr(self, "_backends") else None
+
+    def _owned_backends(self) -> list[Any]:
+        """The backends to close: those the client built, never an injected one."""
+        return self._backends.made() if hasattr(self, "_backends") else []
+
+    def _close_backends_now(self) -> None:
+        """Close what a failed construction built (blocking: no event loop may be running)."""
+        for backend in self._owned_backends():
+            close = getattr(backend, "close", None) or getattr(getattr(backend, "sync", None), "close", None)
+            if callable(close):
+                close()
 
     def _ingest_steps(self, turn: Turn, context: Sequence[Turn], scope: Scope, active: ActivePolicies) -> Generator[Effect, Any, IngestOutcome]:
         """The pipeline one turn goes through: Mem-alpha's writer when it is on, else the

@@ -18,7 +18,8 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike
+from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike, in_process_model
+from memsdk.client.policies import Endpoint
 from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, Extract, Search, Write, answer_steps, resume, retrieve_steps
 from memsdk.client.results import AnswerResult, IngestResult
 from memsdk.errors import Conflict, MemsdkError
@@ -40,17 +41,17 @@ class AsyncMemoryClient(BaseClient):
         self._scope_locks = [asyncio.Lock() for _ in range(SCOPE_LOCK_STRIPES)]
         self._watcher: asyncio.Task[None] | None = None
 
-    def _default_backend(self) -> Any:
-        if self.config.llm_base_url:
+    def _make_backend(self, endpoint: Endpoint) -> Any:
+        if endpoint.base_url:
             from memsdk.llm import AsyncOpenAICompatibleBackend, Timeout
 
-            return AsyncOpenAICompatibleBackend(self.config.llm_base_url, model=self.config.model, api_key=self.config.llm_api_key, timeout=Timeout.of(self.config.llm_timeout_s))
+            return AsyncOpenAICompatibleBackend(endpoint.base_url, model=endpoint.model, api_key=endpoint.api_key, timeout=Timeout.of(endpoint.timeout_s))
         from memsdk.llm import AsyncTransformersBackend, TransformersBackend
 
-        return AsyncTransformersBackend(TransformersBackend(served_model_name=self.config.model, num_threads=1))
+        return AsyncTransformersBackend(TransformersBackend(**in_process_model(endpoint.model, self.config.model), num_threads=1))
 
     async def start(self) -> AsyncMemoryClient:
-        for role, version in self._policies.saved_versions().items():
+        for role, version in self._policies.start_versions().items():
             try:
                 switch = self._policies.plan(role, version)
                 await self._load(switch)
@@ -216,7 +217,7 @@ class AsyncMemoryClient(BaseClient):
         if switch.adapter_name is None:
             return
         try:
-            await self._backend.load_lora_adapter(switch.adapter_name, str(switch.adapter_path))
+            await self._policies.backend(switch.role).load_lora_adapter(switch.adapter_name, str(switch.adapter_path))
         except Conflict:
             pass
         except Exception as exc:
@@ -253,8 +254,9 @@ class AsyncMemoryClient(BaseClient):
         await asyncio.to_thread(self._release_bank)
         if self.log is not None:
             self.log.close()
-        if (backend := self._owned_backend()) is not None and hasattr(backend, "aclose"):
-            await backend.aclose()
+        for backend in self._owned_backends():
+            if hasattr(backend, "aclose"):
+                await backend.aclose()
 
     async def __aenter__(self) -> AsyncMemoryClient:
         return await self.start()

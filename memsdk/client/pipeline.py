@@ -31,7 +31,8 @@ from typing import Any
 
 from memsdk.errors import Conflict, InvalidInput, MemoryNotFound, PolicyError
 from memsdk.interactions.types import AppliedOp
-from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall
+from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall, PolicyStats
+from memsdk.policies.manager import check_ops
 from memsdk.policies.supersede import Correction, Forget, classify, supersede_ops
 from memsdk.policies.writer import Writer, Written
 from memsdk.bank.transition import Transition
@@ -304,18 +305,22 @@ def _settle(fact: str, when: datetime | None, scope: Scope, manager: Manager, re
         decision: Decision = yield Decide(manager, [fact], related, turn_ids)
         out.calls += decision.calls
         out.fallback |= decision.fallback
-        if not decision.ops:
-            out.failures += decision.rejected
+        ops, refused = check_ops(decision.ops, related)  # whoever wrote the manager
+        if refused and isinstance(stats := getattr(manager, "stats", None), PolicyStats):
+            stats.add("rejected_ops", len(refused))
+        rejected = [*decision.rejected, *refused]
+        if not ops:
+            out.failures += rejected
             return None
         try:
-            transition: Transition = yield Apply(scope, _dated(decision.ops, when), actor)
+            transition: Transition = yield Apply(scope, _dated(ops, when), actor)
         except (MemoryNotFound, Conflict) as exc:
             if attempt < APPLY_ATTEMPTS:
                 continue  # the abandoned decision's rejections are not this fact's outcome
-            out.failures += decision.rejected
+            out.failures += rejected
             out.failures.append(f"ops for fact {fact!r} not applied after {attempt} attempts: {exc}")
             return None
-        out.failures += decision.rejected
+        out.failures += rejected
         return transition
     return None  # pragma: no cover - the loop always returns
 

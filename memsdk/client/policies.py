@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,13 +25,71 @@ from memsdk.client.results import PolicyInfo
 from memsdk.config import ClientConfig
 from memsdk.errors import InvalidInput, PolicyError
 from memsdk.policies import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, PolicyConfig, llm_policy_class
+from memsdk.policies.custom import is_prompt_policy, plug
+from memsdk.policies.plugins import load_installed
+from memsdk.policies.spec import LLMSpec, RolePolicies, label
 from memsdk.registry import BASE_VERSION, ROLES, PolicyRegistry
 
-__all__ = ["PolicySet", "Switch"]
+__all__ = ["Backends", "Endpoint", "PolicySet", "Switch"]
 
 log = logging.getLogger("memsdk.client")
 
 _HEURISTIC = {"extractor": HeuristicExtractor, "manager": HeuristicManager, "answerer": ExtractiveAnswerer}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where an LLM role's requests go; roles with equal endpoints share one backend."""
+
+    base_url: str | None  # None: the model in this process
+    model: str
+    api_key: str | None
+    timeout_s: float
+
+
+class Backends:
+    """The LLM backends of one client: the default (injected, or made from the config) and
+    one per other endpoint a role names, each made on first use and shared by the roles
+    that name it. Only the ones made here are closed with the client."""
+
+    def __init__(self, config: ClientConfig, make: Callable[[Endpoint], Any], injected: Any = None) -> None:
+        self._config, self._make, self._injected = config, make, injected
+        self._made: dict[Endpoint, Any] = {}
+        self._lock = threading.Lock()
+
+    def default(self) -> Any:
+        if self._injected is not None:
+            return self._injected
+        c = self._config
+        return self._get(Endpoint(c.llm_base_url, c.model, c.llm_api_key, c.llm_timeout_s))
+
+    def for_spec(self, spec: LLMSpec) -> Any:
+        if spec.backend is not None:
+            return spec.backend
+        if not spec.overrides_endpoint:
+            return self.default()
+        c = self._config
+        url = None if spec.in_process else (spec.base_url or c.llm_base_url)
+        # the client's API key goes only to the client's server, never to another one
+        key = spec.api_key if spec.api_key is not None else (c.llm_api_key if url == c.llm_base_url else None)
+        return self._get(Endpoint(url, spec.model or c.model, key, spec.timeout_s or c.llm_timeout_s))
+
+    def _get(self, endpoint: Endpoint) -> Any:
+        with self._lock:
+            if endpoint not in self._made:
+                self._made[endpoint] = self._make(endpoint)
+            return self._made[endpoint]
+
+    def made(self) -> list[Any]:
+        with self._lock:
+            return list(self._made.values())
+
+    def made_default(self) -> Any:
+        """The default backend if it exists (injected or already made), else None."""
+        if self._injected is not None:
+            return self._injected
+        c = self._config
+        return self._made.get(Endpoint(c.llm_base_url, c.model, c.llm_api_key, c.llm_timeout_s))
 
 
 @dataclass(frozen=True)
@@ -42,31 +101,95 @@ class Switch:
     prompt: str | None = None  # the manifest's prompt id; None: the role's default prompt
 
 
+@dataclass(frozen=True)
+class Served:
+    """What serves one role: ``kind`` heuristic, rules (a user's policy, no LLM) or llm
+    (``spec``; with ``custom`` set, a user's request/read policy instead of the built-in)."""
+
+    kind: str
+    spec: LLMSpec | None = None
+    custom: Any = None
+    name: str | None = None  # the installed policy's name, when it came from an entry point
+
+
+def _resolve(role: str, choice: Any) -> Served:
+    """A role's choice as the client serves it; installed policies are loaded here."""
+    if choice == "heuristic":
+        return Served("heuristic")
+    if choice == "llm":
+        return Served("llm", LLMSpec())
+    if isinstance(choice, LLMSpec):
+        policy, name = choice.policy, None
+        if isinstance(policy, str):
+            policy, name = _installed(role, policy, "policy"), policy
+        elif policy is not None and not is_prompt_policy(policy):
+            raise InvalidInput(f"config.policies.{role}.policy", "an LLM spec's policy must have request(...) and read(reply, ...)")
+        return Served("llm", choice, policy, name)
+    name = choice if isinstance(choice, str) else None
+    policy = _installed(role, choice, None) if name is not None else choice
+    if is_prompt_policy(policy) and not callable(getattr(policy, {"extractor": "extract", "manager": "decide", "answerer": "answer"}[role], None)):
+        return Served("llm", LLMSpec(), policy, name)
+    return Served("rules", None, policy, name)
+
+
+def _installed(role: str, name: str, field: str | None) -> Any:
+    try:
+        return load_installed(name, role)
+    except ValueError as exc:
+        raise InvalidInput(f"config.policies.{role}" + (f".{field}" if field else ""), str(exc)) from None
+
+
 class PolicySet:
-    def __init__(self, backend: Any, config: ClientConfig, registry: PolicyRegistry, state_path: Path) -> None:
-        self._backend, self._config, self.registry, self._state_path = backend, config, registry, state_path
+    def __init__(self, backends: Backends, config: ClientConfig, registry: PolicyRegistry, state_path: Path) -> None:
+        self.backends, self._config, self.registry, self._state_path = backends, config, registry, state_path
         self._lock = threading.Lock()
+        choices = RolePolicies.of(config.policies)
+        self._served = {role: _resolve(role, choices[role]) for role in ROLES}
         self._versions = {role: BASE_VERSION for role in ROLES}
         self._history: dict[str, list[str]] = {role: [] for role in ROLES}
-        self._policies = {role: self._build(role, None, None) for role in ROLES}
+        self._policies = {role: self._checked_build(role) for role in ROLES}
         # Mem-alpha's writer serves the base model with its default prompt: it is not a
         # registry role yet, so it has no versions to switch between
-        self._writer = LLMWriter(backend, PolicyConfig()) if config.writer else None
+        self._writer = LLMWriter(backends.default(), PolicyConfig()) if config.writer else None
 
     @property
     def heuristic(self) -> bool:
-        return self._config.policies == "heuristic"
+        return all(s.kind == "heuristic" for s in self._served.values())
+
+    def served(self, role: str) -> Served:
+        return self._served[role]
+
+    def backend(self, role: str) -> Any:
+        """The backend an LLM role's requests (and its adapters) go to."""
+        spec = self._served[role].spec
+        assert spec is not None, f"{role} is not an LLM role"
+        return self.backends.for_spec(spec)
+
+    def _checked_build(self, role: str) -> Any:
+        try:
+            return self._build(role, None, None)
+        except ValueError as exc:  # a prompt id the role cannot run
+            raise InvalidInput(f"config.policies.{role}.prompt", str(exc)) from None
 
     def _build(self, role: str, adapter_name: str | None, prompt: str | None) -> Any:
-        if self.heuristic:
+        served = self._served[role]
+        if served.kind == "heuristic":
             return _HEURISTIC[role]()
-        fallback = _HEURISTIC[role]() if self._config.fallback_to_heuristic else None
-        cls, prompt_version = llm_policy_class(role, prompt)
-        return cls(self._backend, PolicyConfig(model=adapter_name, prompt_version=prompt_version), fallback=fallback)
+        if served.kind == "rules":
+            return plug(role, served.custom, name=served.name)
+        spec = served.spec
+        assert spec is not None
+        backend = self.backends.for_spec(spec)
+        wants_fallback = spec.fallback if spec.fallback is not None else self._config.fallback_to_heuristic
+        fallback = _HEURISTIC[role]() if wants_fallback else None
+        if served.custom is not None:
+            return plug(role, served.custom, name=served.name, backend=backend, model=adapter_name, params=spec.sampling, fallback=fallback)
+        cls, prompt_version = llm_policy_class(role, prompt or spec.prompt)
+        return cls(backend, PolicyConfig(model=adapter_name, prompt_version=prompt_version, params=spec.sampling), fallback=fallback)
 
     def version_label(self, role: str) -> str:
-        if self.heuristic:
-            return self._policies[role].version
+        if self._served[role].kind != "llm":
+            return self._policies[role].version  # type: ignore[no-any-return]
         return self._versions[role]
 
     def active(self) -> ActivePolicies:
@@ -79,18 +202,27 @@ class PolicySet:
                 writer=self._writer,
             )
 
+    def _describe(self, role: str) -> tuple[str, str | None, str]:
+        """(model, prompt, served_by) as `PolicyInfo` shows them."""
+        served, policy = self._served[role], self._policies[role]
+        if served.kind == "heuristic":
+            return "none (heuristic)", None, "heuristic"
+        if served.kind == "rules":
+            return f"none ({policy.version})", None, "rules"
+        backend = self.backend(role)
+        where = getattr(backend, "base_url", None) or "in-process"
+        served_model = getattr(backend, "model", None) or (served.spec and served.spec.model) or self._config.model
+        if served.custom is not None:
+            return policy.model or served_model, f"custom: {policy.version}", f"llm at {where}"
+        return policy.caller.model or served_model, policy.caller.prompt.id, f"llm at {where}"
+
     def info(self) -> dict[str, PolicyInfo]:
         with self._lock:
-            return {
-                role: PolicyInfo(
-                    role=role,
-                    version=self.version_label(role),
-                    model="none (heuristic)" if self.heuristic else (self._policies[role].caller.model or self._config.model),
-                    prompt=None if self.heuristic else self._policies[role].caller.prompt.id,
-                    previous=list(self._history[role]),
-                )
-                for role in ROLES
-            }
+            out = {}
+            for role in ROLES:
+                model, prompt, served_by = self._describe(role)
+                out[role] = PolicyInfo(role=role, version=self.version_label(role), model=model, prompt=prompt, served_by=served_by, previous=list(self._history[role]))
+            return out
 
     def stats(self) -> dict[str, dict[str, int]]:
         # the writer too, when it ingests: its parse failures and refused calls are otherwise
@@ -107,18 +239,22 @@ class PolicySet:
 
     def plan(self, role: str, version: str) -> Switch:
         self.check_role(role)
-        if self.heuristic:
-            raise PolicyError("the heuristic policies have no checkpoints to switch to (policies='heuristic')")
+        served = self._served[role]
+        if served.kind == "heuristic":
+            raise PolicyError(f"the {role} is heuristic: the heuristic policies have no checkpoints to switch to")
+        if served.kind == "rules":
+            raise PolicyError(f"the {role} is {label(served.custom)}, a policy without an LLM: it has no checkpoints to switch to")
         if version == BASE_VERSION:
             return Switch(role, version, None, None)
         manifest = self.registry.get(role, version)
         path = self.registry.adapter_dir(manifest)
         if not (path / "adapter_config.json").exists():
             raise PolicyError(f"{role} {version!r}: no adapter at {path}")
-        try:
-            llm_policy_class(role, manifest.prompt)  # checked before the adapter is loaded: a bad prompt changes nothing
-        except ValueError as exc:
-            raise PolicyError(f"{role} {version!r}: {exc}") from None
+        if served.custom is None:
+            try:
+                llm_policy_class(role, manifest.prompt)  # checked before the adapter is loaded: a bad prompt changes nothing
+            except ValueError as exc:
+                raise PolicyError(f"{role} {version!r}: {exc}") from None
         return Switch(role, version, f"{role}-{version}", path, manifest.prompt)
 
     def plan_rollback(self, role: str) -> Switch:
@@ -158,5 +294,12 @@ class PolicySet:
             data = json.loads(self._state_path.read_text())
         except (FileNotFoundError, ValueError):
             return {}
-        self._history.update({r: list(v) for r, v in data.get("history", {}).items() if r in ROLES})
-        return {r: v for r, v in data.get("versions", {}).items() if r in ROLES and v != BASE_VERSION}
+        llm = [r for r in ROLES if self._served[r].kind == "llm"]  # a role now heuristic or rules has no versions
+        self._history.update({r: list(v) for r, v in data.get("history", {}).items() if r in llm})
+        return {r: v for r, v in data.get("versions", {}).items() if r in llm and v != BASE_VERSION}
+
+    def start_versions(self) -> dict[str, str]:
+        """Versions to serve at start: a spec's pinned ``version``, else the saved one."""
+        saved = self.saved_versions()
+        pinned = {r: s.spec.version for r, s in self._served.items() if s.spec is not None and s.spec.version is not None}
+        return {**saved, **pinned}

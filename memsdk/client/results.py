@@ -50,4 +50,5 @@ class PolicyInfo(BaseModel):
     version: str
     model: str = Field(description="The model or adapter name requests are routed to.")
     prompt: str | None = Field(None, description="The prompt id requests are rendered with (None: heuristic, no prompt).")
+    served_by: str = Field("llm", description="'heuristic', 'rules' (a policy without an LLM) or 'llm at URL' / 'llm at in-process'.")
     previous: list[str] = Field(default_factory=list, description="Versions `rollback` returns to, most recent last.")

@@ -12,7 +12,8 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike
+from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike, in_process_model
+from memsdk.client.policies import Endpoint
 from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, Extract, Search, Write, answer_steps, resume, retrieve_steps
 from memsdk.client.results import AnswerResult, IngestResult
 from memsdk.errors import Conflict, MemsdkError
@@ -44,14 +45,14 @@ class MemoryClient(BaseClient):
             self.close()
             raise
 
-    def _default_backend(self) -> Any:
-        if self.config.llm_base_url:
+    def _make_backend(self, endpoint: Endpoint) -> Any:
+        if endpoint.base_url:
             from memsdk.llm import OpenAICompatibleBackend, Timeout
 
-            return OpenAICompatibleBackend(self.config.llm_base_url, model=self.config.model, api_key=self.config.llm_api_key, timeout=Timeout.of(self.config.llm_timeout_s))
+            return OpenAICompatibleBackend(endpoint.base_url, model=endpoint.model, api_key=endpoint.api_key, timeout=Timeout.of(endpoint.timeout_s))
         from memsdk.llm import TransformersBackend
 
-        return TransformersBackend(served_model_name=self.config.model, num_threads=1)
+        return TransformersBackend(**in_process_model(endpoint.model, self.config.model), num_threads=1)
 
     # -- running the pipeline ------------------------------------------------------------------
 
@@ -234,14 +235,14 @@ class MemoryClient(BaseClient):
         if switch.adapter_name is None:
             return
         try:
-            self._backend.load_lora_adapter(switch.adapter_name, str(switch.adapter_path))
+            self._policies.backend(switch.role).load_lora_adapter(switch.adapter_name, str(switch.adapter_path))
         except Conflict:
             pass  # already loaded under this name (a rollback, or a restart of the client only)
         except Exception as exc:
             raise self._switch_failed(switch, exc) from exc
 
     def _restore_policies(self) -> None:
-        for role, version in self._policies.saved_versions().items():
+        for role, version in self._policies.start_versions().items():
             try:
                 switch = self._policies.plan(role, version)
                 self._load(switch)
@@ -283,8 +284,9 @@ class MemoryClient(BaseClient):
         self._release_bank()
         if self.log is not None:
             self.log.close()
-        if (backend := self._owned_backend()) is not None and hasattr(backend, "close"):
-            backend.close()
+        for backend in self._owned_backends():
+            if hasattr(backend, "close"):
+                backend.close()
 
     def __enter__(self) -> MemoryClient:
         return self

@@ -12,15 +12,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, afall_back, fall_back
 from memsdk.policies.prompts import load_prompt
 from memsdk.policies.schemas import ManagerDecision
-from memsdk.types import Op, OpType, ScoredMemory, check_text
+from memsdk.types import Op, OpType, ScoredMemory, Tier, check_text
 
-__all__ = ["Decision", "Manager", "LLMManager", "ChunkManager", "OpGuard", "to_ops", "render_memories", "alias_problem", "grounded", "valid_text"]
+__all__ = ["Decision", "Manager", "LLMManager", "ChunkManager", "OpGuard", "to_ops", "check_ops", "render_memories", "alias_problem", "grounded", "valid_text"]
 
 MEMORY_CHARS = 300
 
@@ -142,6 +142,36 @@ def to_ops(
             ops.append(Op.update(target, text, source_turn_ids=turns, expected_version=seen))
         touched.add(out.id)
     return ops, rejected
+
+
+def check_ops(ops: Sequence[Op], related: Sequence[ScoredMemory]) -> tuple[list[Op], list[str]]:
+    """The guard every manager's ops pass, built-in or plugged in, before the bank sees them:
+    an UPDATE or DELETE only of a memory the manager was shown (so never of another scope's
+    memory, whatever id it learned), at most one op per memory, ADDs to the semantic tier
+    only (turns and the core memory are not the manager's), and every change carrying the
+    version it was decided on (a stale decision is then a `Conflict`, retried)."""
+    shown = {m.record.id: m.record for m in related}
+    kept: list[Op] = []
+    rejected: list[str] = []
+    touched: set[Any] = set()
+    for i, op in enumerate(ops):
+        if op.op is OpType.NOOP:
+            continue
+        if op.op is OpType.ADD:
+            if op.tier is not Tier.SEMANTIC:
+                rejected.append(f"ops[{i}]: ADD to the {op.tier} tier refused: a manager writes semantic memories only")
+            else:
+                kept.append(op)
+            continue
+        record = shown.get(op.target)  # type: ignore[arg-type]
+        if record is None:
+            rejected.append(f"ops[{i}]: {op.op} of memory {op.target} refused: the manager was not shown it")
+        elif op.target in touched:
+            rejected.append(f"ops[{i}]: second op on memory {op.target} refused")
+        else:
+            touched.add(op.target)
+            kept.append(op if op.expected_version is not None else op.model_copy(update={"expected_version": record.version}))
+    return kept, rejected
 
 
 def alias_problem(alias: int | None, shown: int, touched: set[int], noun: str) -> str | None:

@@ -103,7 +103,7 @@ def test_the_cli_shows_decisions_and_fails_a_failing_gate(tmp_path, capsys, monk
         publish(data_dir / "checkpoints", "answerer", version)
     on = states(tmp_path / "states.jsonl", "answerer-good")
     # the CLI builds its own client on the in-process default backend: give it the scripted one
-    monkeypatch.setattr(sync.MemoryClient, "_default_backend", lambda self: AdapterBackend())
+    monkeypatch.setattr(sync.MemoryClient, "_make_backend", lambda self, endpoint: AdapterBackend())
     base = ["--data-dir", str(data_dir)]
     assert cli([*base, "policies", "evaluate", "answerer", "bad", "--on", str(on)]) == 0
     shown = json.loads(capsys.readouterr().out)

@@ -80,9 +80,15 @@ class StubServer:
                     step = stub.replies.pop(0) if len(stub.replies) > 1 else stub.replies[0]
                     stub.in_flight += 1
                     stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
+                counted = True
                 try:
                     reply = step if isinstance(step, Reply) else step(body)
                     time.sleep(reply.delay_s)
+                    # out of flight before the reply goes out: once the client has read it, its
+                    # next request may arrive before this thread would run a later decrement
+                    with stub._lock:
+                        stub.in_flight -= 1
+                        counted = False
                     payload = reply.raw if reply.raw is not None else json.dumps(reply.body if reply.body is not None else chat_body()).encode()
                     self.send_response(reply.status)
                     self.send_header("content-type", "application/json")
@@ -99,8 +105,9 @@ class StubServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 finally:
-                    with stub._lock:
-                        stub.in_flight -= 1
+                    if counted:
+                        with stub._lock:
+                            stub.in_flight -= 1
 
             do_GET = do_POST = _handle
 

@@ -1,0 +1,328 @@
+"""Policies you write: the public protocol of each role, and how memsdk runs them.
+
+A policy takes one of two forms, per role:
+
+- **Rules** (no LLM), one plain method:
+  ``extract(turn, context) -> list[str]`` (facts), ``decide(facts, related, *,
+  source_turn_ids) -> list[Op]`` (ops on the ``related`` memories it was shown, or ADDs),
+  ``answer(question, memories) -> str``. The built-in result types (`Extraction`,
+  `Decision`, `Answer`) are accepted too, and so are dicts for ops. An async twin
+  (``aextract`` / ``adecide`` / ``aanswer``) is used by `AsyncMemoryClient` when present;
+  otherwise the plain method runs in a worker thread.
+- **Prompt** (an LLM, without I/O of its own): ``request(*inputs) -> messages`` builds the
+  chat request and ``read(reply, *inputs)`` turns the model's reply text into what the rules
+  form returns. The inputs are the rules form's: ``(turn, context)``, ``(facts, related)``,
+  ``(question, memories)``. memsdk sends the request to the role's backend, records the
+  call in the interaction log, counts what failed, and falls back when the backend is down.
+
+Whatever a policy returns then goes the way a built-in policy's decision goes: the pipeline's
+op guard (`memsdk.policies.manager.check_ops`: only memories it was shown, one op each, the
+semantic tier), the bank's transition function (the caller's scope, tiers, versions),
+history with the policy's version as the actor, and the interaction log. A policy cannot
+name a scope at all: the pipeline applies its ops to the scope being ingested.
+
+Exceptions a policy raises, and results of the wrong type, become `PolicyError`: the
+pipeline reports them in ``failures`` and the turn stays in the episodic tier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import ValidationError
+
+from memsdk.errors import InvalidInput, MemsdkError, PolicyError
+from memsdk.llm.base import Completion, SamplingParams
+from memsdk.policies.answerer import UNKNOWN, Answer
+from memsdk.policies.base import PolicyCall, PolicyStats, afall_back, fall_back
+from memsdk.policies.extractor import Extraction
+from memsdk.policies.manager import Decision
+from memsdk.types import Op, OpType, ScoredMemory, Turn
+
+__all__ = [
+    "ExtractorRules",
+    "ManagerRules",
+    "AnswererRules",
+    "PromptPolicy",
+    "PluggedExtractor",
+    "PluggedManager",
+    "PluggedAnswerer",
+    "check_policy_object",
+    "is_prompt_policy",
+    "plug",
+]
+
+
+@runtime_checkable
+class ExtractorRules(Protocol):
+    """An extractor without an LLM: the facts worth keeping from ``turn``."""
+
+    def extract(self, turn: Turn, context: Sequence[Turn]) -> Sequence[str] | Extraction: ...
+
+
+@runtime_checkable
+class ManagerRules(Protocol):
+    """A manager without an LLM: ops for ``facts`` on the ``related`` memories it is shown."""
+
+    def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str]) -> Sequence[Op | dict[str, Any]] | Decision: ...
+
+
+@runtime_checkable
+class AnswererRules(Protocol):
+    """An answerer without an LLM: a short answer to ``question`` from ``memories``."""
+
+    def answer(self, question: str, memories: Sequence[ScoredMemory]) -> str | Answer: ...
+
+
+@runtime_checkable
+class PromptPolicy(Protocol):
+    """An LLM policy of any role, without I/O: build the request, read the reply."""
+
+    role: str
+
+    def request(self, *inputs: Any) -> Sequence[dict[str, str]]: ...
+
+    def read(self, reply: str, *inputs: Any) -> Any: ...
+
+
+#: the rules form's method per role
+RULE_METHOD = {"extractor": "extract", "manager": "decide", "answerer": "answer"}
+
+
+def is_prompt_policy(obj: Any) -> bool:
+    return callable(getattr(obj, "request", None)) and callable(getattr(obj, "read", None))
+
+
+def check_policy_object(obj: Any, role: str) -> None:
+    """ValueError unless ``obj`` can serve ``role`` (the rules method, or request + read)."""
+    declared = getattr(obj, "role", None)
+    if isinstance(declared, str) and declared != role:
+        raise ValueError(f"{type(obj).__qualname__} is a {declared} policy (its role attribute), not a {role}")
+    method = RULE_METHOD.get(role)
+    if method is None:
+        raise ValueError(f"no role {role!r}")
+    if not callable(getattr(obj, method, None)) and not is_prompt_policy(obj):
+        raise ValueError(f"a {role} policy needs {method}(...) (rules) or request(...) and read(reply, ...) (an LLM prompt); {type(obj).__qualname__} has neither")
+
+
+class _Plugged:
+    """Runs a user's policy of one role behind the interface the pipeline calls.
+
+    Subclasses say which method the role has (``rule``) and how a result is checked
+    (``_coerce``); the running, error mapping, logging and fallback are here, once.
+    """
+
+    role: str
+    rule: str
+
+    def __init__(
+        self,
+        policy: Any,
+        *,
+        name: str | None = None,
+        backend: Any = None,
+        model: str | None = None,
+        params: SamplingParams | None = None,
+        fallback: Any = None,
+    ) -> None:
+        check_policy_object(policy, self.role)
+        self.policy, self.backend, self.model, self.fallback = policy, backend, model, fallback
+        self.params = params or SamplingParams(max_tokens=256)
+        self.stats = PolicyStats()
+        self.prompted = not callable(getattr(policy, self.rule, None))
+        if self.prompted and backend is None:
+            raise ValueError(f"{type(policy).__qualname__} is an LLM prompt policy (request/read) and needs a backend")
+        own = getattr(policy, "version", None)
+        self.name = name or type(policy).__qualname__
+        self.version = f"{self.name}@{own}" if isinstance(own, str) and own else self.name
+
+    # -- the two forms ---------------------------------------------------------------------
+
+    def _rules(self, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        return self._coerce(self._guarded(getattr(self.policy, self.rule), *inputs, **kw), inputs, kw)
+
+    async def _arules(self, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        method = getattr(self.policy, "a" + self.rule, None)
+        if callable(method):
+            try:
+                value = await method(*inputs, **kw)
+            except MemsdkError:
+                raise
+            except Exception as exc:
+                raise self._raised(exc) from exc
+        else:
+            value = await asyncio.to_thread(self._guarded, getattr(self.policy, self.rule), *inputs, **kw)
+        return self._coerce(value, inputs, kw)
+
+    def _request(self, inputs: tuple[Any, ...]) -> list[dict[str, str]]:
+        messages = self._guarded(self.policy.request, *inputs)
+        if not isinstance(messages, (list, tuple)) or not all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages) or not messages:
+            raise PolicyError(f"{self.version}.request returned {type(messages).__name__}, not a non-empty list of {{'role': ..., 'content': ...}} messages")
+        return list(messages)
+
+    def _read(self, messages: list[dict[str, str]], completion: Completion, started: float, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        if not completion.choices:
+            raise PolicyError("the backend returned no choices")
+        choice = completion.choices[0]
+        call = PolicyCall(
+            role=self.role, policy_version=f"{self.version}@{self.model or self.backend.model}", messages=messages, raw_output=choice.text, parsed=None,
+            prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens, latency_s=time.perf_counter() - started,
+            token_ids=choice.token_ids, finish_reason=choice.finish_reason,
+        )
+        self.stats.add("calls")
+        try:
+            result = self._coerce(self._guarded(self.policy.read, choice.text, *inputs), inputs, kw)
+        except PolicyError as exc:  # an unreadable reply costs this decision, as a built-in's does
+            self.stats.add("parse_failures")
+            call.failure = str(exc)
+            result = self._empty(call.failure)
+        else:
+            call.parsed = self._summary(result)
+        result.calls = [call, *result.calls]
+        return result
+
+    def _prompted(self, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        def primary() -> Any:
+            messages, started = self._request(inputs), time.perf_counter()
+            return self._read(messages, self.backend.chat(messages, params=self.params, model=self.model), started, inputs, kw)
+
+        return fall_back(self, primary, lambda: getattr(self.fallback, self.rule)(*inputs, **kw))
+
+    async def _aprompted(self, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        async def primary() -> Any:
+            messages, started = self._request(inputs), time.perf_counter()
+            return self._read(messages, await self.backend.chat(messages, params=self.params, model=self.model), started, inputs, kw)
+
+        return await afall_back(self, primary, lambda: getattr(self.fallback, "a" + self.rule)(*inputs, **kw))
+
+    def _run(self, *inputs: Any, **kw: Any) -> Any:
+        return self._prompted(inputs, kw) if self.prompted else self._rules(inputs, kw)
+
+    async def _arun(self, *inputs: Any, **kw: Any) -> Any:
+        return await (self._aprompted(inputs, kw) if self.prompted else self._arules(inputs, kw))
+
+    # -- errors and results ------------------------------------------------------------------
+
+    def _guarded(self, method: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        try:
+            return method(*args, **kw)
+        except MemsdkError:
+            raise
+        except Exception as exc:
+            raise self._raised(exc) from exc
+
+    def _raised(self, exc: Exception) -> PolicyError:
+        self.stats.add("raised")
+        return PolicyError(f"{self.version} raised {type(exc).__name__}: {exc}")
+
+    def _wrong(self, what: str, value: Any, expected: str) -> PolicyError:
+        self.stats.add("bad_results")
+        return PolicyError(f"{self.version} returned {what} of type {type(value).__name__}; expected {expected}")
+
+    def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def _empty(self, why: str) -> Any:
+        raise NotImplementedError
+
+    def _summary(self, result: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class PluggedExtractor(_Plugged):
+    role, rule = "extractor", "extract"
+
+    def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
+        return self._run(turn, tuple(context))  # type: ignore[no-any-return]
+
+    async def aextract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
+        return await self._arun(turn, tuple(context))  # type: ignore[no-any-return]
+
+    def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Extraction:
+        if isinstance(value, Extraction):
+            return value
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            raise self._wrong("a result", value, "a list of fact strings")
+        for i, fact in enumerate(value):
+            if not isinstance(fact, str):
+                raise self._wrong(f"facts[{i}]", fact, "a string")
+        return Extraction([f.strip() for f in value if f.strip()])
+
+    def _empty(self, why: str) -> Extraction:
+        return Extraction([])
+
+    def _summary(self, result: Extraction) -> dict[str, Any]:
+        return {"facts": result.facts}
+
+
+class PluggedManager(_Plugged):
+    role, rule = "manager", "decide"
+
+    def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
+        return self._run(tuple(facts), tuple(related), source_turn_ids=tuple(source_turn_ids))  # type: ignore[no-any-return]
+
+    async def adecide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
+        return await self._arun(tuple(facts), tuple(related), source_turn_ids=tuple(source_turn_ids))  # type: ignore[no-any-return]
+
+    def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Decision:
+        turns = tuple(kw.get("source_turn_ids", ()))
+        if isinstance(value, Decision):
+            ops: Sequence[Any] = value.ops
+        elif isinstance(value, (list, tuple)):
+            ops = value
+        else:
+            raise self._wrong("a result", value, "a list of memsdk.Op (or dicts of their fields)")
+        checked = []
+        for i, op in enumerate(ops):
+            try:
+                op = op if isinstance(op, Op) else Op.model_validate(op)
+            except ValidationError as exc:
+                self.stats.add("bad_results")
+                raise PolicyError(f"{self.version} returned an invalid op: {InvalidInput.from_pydantic(exc, f'ops[{i}]')}") from None
+            if op.op is not OpType.DELETE and op.op is not OpType.NOOP and not op.source_turn_ids and turns:
+                op = op.model_copy(update={"source_turn_ids": turns})  # provenance, as the built-ins record it
+            checked.append(op)
+        if isinstance(value, Decision):
+            value.ops = checked
+            return value
+        return Decision(checked)
+
+    def _empty(self, why: str) -> Decision:
+        return Decision([], rejected=[f"unreadable reply: {why}"])
+
+    def _summary(self, result: Decision) -> dict[str, Any]:
+        return {"ops": [op.model_dump(mode="json") for op in result.ops]}
+
+
+class PluggedAnswerer(_Plugged):
+    role, rule = "answerer", "answer"
+
+    def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
+        return self._run(question, tuple(memories))  # type: ignore[no-any-return]
+
+    async def aanswer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
+        return await self._arun(question, tuple(memories))  # type: ignore[no-any-return]
+
+    def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Answer:
+        if isinstance(value, Answer):
+            return value
+        if not isinstance(value, str):
+            raise self._wrong("an answer", value, "a string")
+        return Answer(value.strip() or UNKNOWN, [])
+
+    def _empty(self, why: str) -> Answer:
+        return Answer(UNKNOWN, [])
+
+    def _summary(self, result: Answer) -> dict[str, Any]:
+        return {"answer": result.text}
+
+
+_PLUGGED: dict[str, type[_Plugged]] = {"extractor": PluggedExtractor, "manager": PluggedManager, "answerer": PluggedAnswerer}
+
+
+def plug(role: str, policy: Any, **kw: Any) -> _Plugged:
+    """A user's policy object for ``role``, ready for the pipeline (see `_Plugged`)."""
+    return _PLUGGED[role](policy, **kw)
