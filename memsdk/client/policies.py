@@ -24,7 +24,7 @@ from memsdk.client.pipeline import ActivePolicies
 from memsdk.client.results import PolicyInfo
 from memsdk.config import ClientConfig
 from memsdk.errors import InvalidInput, PolicyError
-from memsdk.policies import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, PolicyConfig, llm_policy_class
+from memsdk.policies import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, PolicyConfig, llm_policy_class, load_prompt, split_prompt_id
 from memsdk.policies.custom import is_prompt_policy, plug
 from memsdk.policies.plugins import load_installed
 from memsdk.policies.spec import LLMSpec, RolePolicies, label
@@ -148,9 +148,22 @@ class PolicySet:
         self._versions = {role: BASE_VERSION for role in ROLES}
         self._history: dict[str, list[str]] = {role: [] for role in ROLES}
         self._policies = {role: self._checked_build(role) for role in ROLES}
-        # Mem-alpha's writer serves the base model with its default prompt: it is not a
-        # registry role yet, so it has no versions to switch between
-        self._writer = LLMWriter(backends.default(), PolicyConfig()) if config.writer else None
+        # Mem-alpha's writer serves the base model: it is not a registry role yet, so it has
+        # no versions to switch between; its spec says where it runs and with which prompt
+        self._writer = self._build_writer(choices.writer) if config.writer else None
+
+    def _build_writer(self, choice: Any) -> LLMWriter:
+        spec = choice if isinstance(choice, LLMSpec) else LLMSpec()
+        version = None
+        if spec.prompt is not None:
+            try:
+                role, version = split_prompt_id(spec.prompt)
+                if role != LLMWriter.prompt_role:
+                    raise ValueError(f"the writer runs {LLMWriter.prompt_role} prompts, not {spec.prompt!r}")
+                load_prompt(role, version)
+            except ValueError as exc:
+                raise InvalidInput("config.policies.writer.prompt", str(exc)) from None
+        return LLMWriter(self.backends.for_spec(spec), PolicyConfig(prompt_version=version, params=spec.sampling))
 
     @property
     def heuristic(self) -> bool:

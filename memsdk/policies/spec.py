@@ -119,18 +119,32 @@ class RolePolicies(BaseModel):
     extractor: Any = "llm"
     manager: Any = "llm"
     answerer: Any = "llm"
+    #: Mem-alpha's writer, used when ``ClientConfig(writer=True)``: an LLM only (there is no
+    #: heuristic writer), so ``"llm"`` or an `LLMSpec` without a policy object
+    writer: Any = "llm"
 
     @field_validator(*POLICY_ROLES, mode="before")
     @classmethod
     def _choice(cls, value: Any, info: ValidationInfo) -> Any:
         return role_choice(value, info.field_name or "")
 
+    @field_validator("writer", mode="before")
+    @classmethod
+    def _writer(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().startswith("{"):
+            value = json.loads(value)
+        if isinstance(value, dict):
+            value = LLMSpec.model_validate(value)
+        if value == "llm" or (isinstance(value, LLMSpec) and value.policy is None):
+            return value
+        raise ValueError("the writer is an LLM policy: 'llm' or an LLM spec (base_url, in_process, model, ...) without a policy object")
+
     @classmethod
     def of(cls, policies: Literal["llm", "heuristic"] | RolePolicies) -> RolePolicies:
         """The per-role form of a shorthand."""
         if isinstance(policies, RolePolicies):
             return policies
-        return cls(**{role: policies for role in POLICY_ROLES})
+        return cls(**{role: policies for role in POLICY_ROLES}, writer="llm")
 
     def __getitem__(self, role: str) -> Any:
         return getattr(self, role)

@@ -95,3 +95,16 @@ def test_the_writer_needs_llm_policies_and_tiers(tmp_path) -> None:
     with pytest.raises(InvalidInput, match="writer"):
         make = __import__("memsdk").MemoryClient
         make(data_dir=tmp_path, policies="heuristic", writer=True)
+
+
+def test_the_writer_runs_where_its_spec_says(make_client, tmp_path) -> None:
+    from memsdk import LLMSpec
+
+    default, own = ScriptedBackend(), ScriptedBackend(reply({"fn": "memory_insert", "tier": "semantic", "text": "Caroline adopted a dog named Buddy"}))
+    client = make_client(backend=default, writer=True, policies={"extractor": "heuristic", "manager": "heuristic", "answerer": "heuristic", "writer": LLMSpec(backend=own)})
+    result = client.ingest(TURN, scope=CAROLINE)
+    assert [op.op for op in result.ops] == ["ADD"] and len(own.requests) == 1 and default.requests == []
+    for bad, field in (({"writer": "heuristic"}, "config.policies.writer"), ({"writer": {"prompt": "manager/v3"}}, "config.policies.writer.prompt")):
+        with pytest.raises(InvalidInput) as err:
+            make_client(backend=default, writer=True, policies=bad, data_dir=tmp_path / "other")
+        assert err.value.field == field
