@@ -21,17 +21,19 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import ValidationError
 
 from memsdk.bank import codec
+from memsdk.bank.history import events_until, replay
 from memsdk.bank.transition import BankLimits, Transition, plan, plan_restore
 from memsdk.embedding.base import Embedder
 from memsdk.embedding.bm25 import Bm25Encoder
 from memsdk.errors import Conflict, EmbedderError, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
-from memsdk.store.base import StoreTransport
+from memsdk.store.base import Point, StoreTransport
 from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, check_text, utcnow
 
 if TYPE_CHECKING:
@@ -75,6 +77,15 @@ def as_memory_id(value: uuid.UUID | str, field: str = "memory_id") -> uuid.UUID:
         return uuid.UUID(str(value))
     except ValueError:
         raise InvalidInput(field, f"{value!r} is not a memory id (a UUID)") from None
+
+
+def as_moment(value: datetime | uuid.UUID, field: str = "when") -> datetime | uuid.UUID:
+    """A point in a scope's history: a timezone-aware time, or a history event's id."""
+    if isinstance(value, datetime) and value.tzinfo is None:  # history times are UTC; a naive one would raise TypeError
+        raise InvalidInput(field, "must be a timezone-aware datetime")
+    if not isinstance(value, (datetime, uuid.UUID)):
+        raise InvalidInput(field, f"expected a datetime or a history event id (UUID), got {type(value).__name__}")
+    return value
 
 
 def _count(field: str, value: Any, *, low: int, high: int | None = None) -> int:
@@ -235,18 +246,24 @@ class MemoryBank:
             self._seq = max([self._seq, *seqs])
 
     def _commit(self, transition: Transition, vectors: dict[str, np.ndarray | None]) -> None:
-        records = transition.records
         # only new text needs a new vector; a delete or restore keeps the stored one
-        reembed = {e.memory_id for e in transition.events if e.event in (EventType.ADD, EventType.UPDATE)}
-        fresh = [r for r in records if r.id in reembed]
-        indexed = {r.id: r.render(resolve_dates=False) for r in records}  # what is embedded and BM25-indexed
-        vectors = dict(vectors) | {str(r.id): v for r, v in zip(fresh, self._embed([indexed[r.id] for r in fresh]))}
-        # BM25 costs microseconds, so every written record gets its sparse vector afresh
-        points = [codec.record_point(r, vectors[str(r.id)], self.bm25.document(indexed[r.id])) for r in records]
+        reembed = {str(e.memory_id) for e in transition.events if e.event in (EventType.ADD, EventType.UPDATE)}
+        points = self._record_points(transition.records, {pid: v for pid, v in vectors.items() if pid not in reembed})
         points += [codec.event_point(e) for e in transition.events]
         with self._store_lock:
             self.transport.upsert(points)  # one engine operation: records and their history together
         self._advance_seq(e.seq for e in transition.events[-1:])
+
+    def _record_points(self, records: Sequence[MemoryRecord], vectors: dict[str, np.ndarray | None] | None = None) -> list[Point]:
+        """``records`` as store points, indexed the way every search expects: the record
+        rendered without resolved dates, embedded and BM25-encoded. A record whose id is in
+        ``vectors`` keeps that vector instead of being embedded again."""
+        vectors = dict(vectors or {})
+        indexed = {r.id: r.render(resolve_dates=False) for r in records}
+        fresh = [r for r in records if str(r.id) not in vectors]
+        vectors |= {str(r.id): v for r, v in zip(fresh, self._embed([indexed[r.id] for r in fresh]))}
+        # BM25 costs microseconds, so every written record gets its sparse vector afresh
+        return [codec.record_point(r, vectors[str(r.id)], self.bm25.document(indexed[r.id])) for r in records]
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -339,6 +356,26 @@ class MemoryBank:
         points += list(self.transport.scroll(codec.events(scope)))
         return BankSnapshot(scope, tuple(points), self.embedder.dim)
 
+    def as_of(self, scope: ScopeLike, when: datetime | uuid.UUID, *, inclusive: bool = True) -> "BankSnapshot":
+        """The scope as it stood at ``when``, rebuilt from its audit history.
+
+        ``when`` is a timezone-aware time (every event stamped up to it counts) or the id of
+        one of the scope's history events (that event and the ones before it);
+        ``inclusive=False`` is the scope just before it. The snapshot holds those events and
+        the records as they left them, deleted ones included, so `BankSnapshot.violations`
+        holds for it and a fork of it carries on the same history. Its records are indexed
+        afresh the way this bank indexes them, so a fork searches as the bank did then.
+        Metadata, source turns and speakers are the records' current ones: events do not
+        keep them. An id that is no event of this scope is `InvalidInput`.
+        """
+        from memsdk.bank.snapshot import BankSnapshot
+
+        scope, when = as_scope(scope), as_moment(when)
+        events = events_until(self.history(scope), when, inclusive=inclusive)
+        current = {r.id: r for r in self.list(scope, include_deleted=True)}
+        points = self._record_points(replay(events, current)) + [codec.event_point(e) for e in events]
+        return BankSnapshot(scope, tuple(points), self.embedder.dim)
+
     def fork(self, scope: ScopeLike) -> MemoryBank:
         """An isolated in-memory copy of one scope: writes to it never reach this bank."""
         return self.snapshot(scope).fork(self.embedder, limits=self.limits)
@@ -391,8 +428,7 @@ class MemoryBank:
                 raise ImportConflict("ids", f"{len(taken)} of this file's ids already exist in the store (import it into another scope for fresh ids); nothing was imported")
             if cores and self.count(target, tier=Tier.CORE):
                 raise Conflict("scope", "already has a core memory and the file holds one; delete one of them first; nothing was imported")
-            shown = [r.render(resolve_dates=False) for r in records]
-            points = [codec.record_point(r, v, self.bm25.document(t)) for r, v, t in zip(records, self._embed(shown), shown)]
+            points = self._record_points(records)
             with self._store_lock:
                 self.transport.upsert(points + [codec.event_point(e) for e in events])
             self._advance_seq(e.seq for e in events)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from memsdk.bank import codec
 from memsdk.bank.bank import MemoryBank
+from memsdk.bank.history import history_violations
 from memsdk.bank.transition import BankLimits
 from memsdk.embedding.base import Embedder
 from memsdk.store.base import Point
@@ -34,6 +35,11 @@ class BankSnapshot:
 
     def history(self) -> list[HistoryEvent]:
         return sorted((codec.decode_event(p) for p in self.points if p.payload["kind"] == "event"), key=lambda e: e.seq)
+
+    def violations(self) -> list[str]:
+        """Why this scope could not have been produced by `MemoryBank.apply` / `restore`; [] if
+        it could (`history.history_violations`). Training checks its states with it."""
+        return history_violations(self.scope, self.records(include_deleted=True), self.history())
 
     def fork(self, embedder: Embedder, *, limits: BankLimits = BankLimits()) -> MemoryBank:
         if embedder.dim != self.dim:

@@ -20,7 +20,6 @@ from typing import Any
 from memsdk import AsyncMemoryClient, MemoryBank, MemoryClient
 from memsdk.policies.manager import Decision
 from memsdk.types import EventType, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier
-from memsdk_training.env.state import history_violations
 
 __all__ = ["TOKEN", "token", "turn", "ChurnManager", "use_manager", "token_counts", "dropping_events", "check_scope"]
 
@@ -100,12 +99,12 @@ def check_scope(bank: MemoryBank, scope: Scope | dict[str, Any], acknowledged: I
     """What is wrong with ``scope`` ([] if nothing): an acknowledged token not stored exactly
     once, a ``maybe`` token (its writer was killed mid-call) stored more than once, a token
     stored that is neither (one reported as failed must be nowhere), a history that does not
-    explain its records (`history_violations`), an UPDATE that dropped a token."""
+    explain its records (`BankSnapshot.violations`), an UPDATE that dropped a token."""
     counts = token_counts(bank, scope)
     acknowledged, maybe = set(acknowledged), set(maybe)
     problems = [f"{t} acknowledged, stored {counts[t]} times" for t in sorted(acknowledged) if counts[t] != 1]
     problems += [f"{t} stored {n} times" for t, n in sorted(counts.items()) if t in maybe and n > 1]
     problems += [f"{t} stored but never acknowledged" for t in sorted(counts.keys() - acknowledged - maybe)]
-    problems += history_violations(bank.snapshot(scope))
+    problems += bank.snapshot(scope).violations()
     problems += [f"UPDATE v{e.version} of {e.memory_id} dropped a fact" for e in dropping_events(bank.history(scope))]
     return problems

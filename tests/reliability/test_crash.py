@@ -41,7 +41,6 @@ from memsdk.registry import PolicyRegistry
 from memsdk.registry.registry import PolicyManifest
 from memsdk.store import InMemoryTransport
 from memsdk.types import Op, Scope, Tier
-from memsdk_training.env.state import history_violations
 from tests.reliability import _crash_child as child
 from tests.reliability._workloads import TOKEN, ChurnManager, check_scope, token, token_counts, turn, use_manager
 
@@ -211,7 +210,7 @@ def test_import_killed_at_random_points_is_all_or_nothing(tmp_path: Path) -> Non
                 got = shape(client.bank, scope)
                 if k < len(done) or got != ([], []):
                     assert got == expected, f"trial {trial}: import {k} {'acknowledged' if k < len(done) else 'in flight'} but not whole"
-                    assert history_violations(client.bank.snapshot(scope)) == []
+                    assert client.bank.snapshot(scope).violations() == []
                 whole += k == len(done) and got == expected
                 empty += k == len(done) and got == ([], [])
     report("import", IMPORT_TRIALS, started, records_per_import=len(expected[0]), in_flight_whole=whole, in_flight_absent=empty)
@@ -222,7 +221,7 @@ def test_import_killed_at_random_points_is_all_or_nothing(tmp_path: Path) -> Non
 
 def test_an_erase_killed_after_its_first_delete_leaves_no_history_without_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The window the random kills found: records and history were two deletes, and a kill
-    between them left events of memories that no longer existed (history_violations, and an
+    between them left events of memories that no longer existed (`BankSnapshot.violations`, and an
     export of the scope that import refuses) until the erase was run again."""
     scope = {"user_id": "vic"}
     with MemoryBank.open(tmp_path / "store", embedder=HashEmbedder(64)) as bank:
@@ -238,7 +237,7 @@ def test_an_erase_killed_after_its_first_delete_leaves_no_history_without_record
         with pytest.raises(SystemExit):
             bank.delete_all(scope)
         monkeypatch.undo()
-        assert history_violations(bank.snapshot(scope)) == []
+        assert bank.snapshot(scope).violations() == []
         assert bank.list(scope, include_deleted=True) == [] and bank.history(scope) == []
 
 
@@ -258,7 +257,7 @@ def test_erase_killed_at_random_points_leaves_the_scope_whole_or_gone_and_a_retr
             if erased:
                 assert client.bank.list(victim, include_deleted=True) == [] and client.bank.history(victim) == []
             else:  # the app was not told it is done: what is left is consistent, and erasing again finishes
-                assert history_violations(client.bank.snapshot(victim)) == [], f"trial {trial}"
+                assert client.bank.snapshot(victim).violations() == [], f"trial {trial}"
                 retried += 1
                 again = time.monotonic()
                 client.erase(scope=victim)

@@ -36,7 +36,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ from memsdk import (
     Tier,
     Turn,
 )
-from memsdk.bank import as_memory_id, as_scope
+from memsdk.bank import BankSnapshot, as_memory_id, as_scope
 from memsdk.bank.export import check_consistent, read_export
 from memsdk.registry import ROLES, PolicyManifest
 
@@ -148,6 +148,11 @@ SCOPES = st.one_of(SCOPE, st.lists(st.one_of(refs("home", "other", "sibling"), S
 MEMORY_ID = mostly(
     refs("own", "own", "own", "own-deleted", "own-core", "own-episodic", "own-core-replaced", "own-upper", "own-braces", "own-urn", "own-hex", "neighbour", "neighbour-deleted", "unknown", "event"),
     st.one_of(st.uuids(), st.text(max_size=40), st.sampled_from(["", "not-a-uuid", "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-fffffffffff", "\udcff"]), HOSTILE),
+)
+#: a point in a scope's history: one of its events or an aware time; naive times and another scope's events are refused
+WHEN = mostly(
+    st.one_of(refs("event"), st.datetimes(timezones=st.sampled_from([UTC, timezone(timedelta(hours=-5))]))),
+    st.one_of(refs("neighbour-event", "unknown"), st.datetimes(), st.text(max_size=40), HOSTILE),
 )
 COUNT = mostly(st.one_of(st.integers(0, 12), st.sampled_from([1, 1000])), st.one_of(st.integers(-3, -1), st.sampled_from([1001, 2**31, 2**63, 2**64]), st.integers(), HOSTILE))
 TIER = mostly(st.one_of(st.none(), st.sampled_from([*Tier, "episodic", "semantic", "core"])), st.one_of(st.sampled_from(["CORE", " core", "", "all"]), HOSTILE))
@@ -373,6 +378,7 @@ class Case:
             "neighbour-deleted": lambda: w.neighbour_deleted.id,
             "unknown": lambda: uuid.UUID(int=self.n),
             "event": lambda: w.bank.history(self.home, own())[0].id,
+            "neighbour-event": lambda: w.bank.history(w.neighbour, w.neighbour_live.id)[0].id,
             "answer": lambda: w.answer_id,
             "ingest": lambda: w.ingest_id,
             "query-vector": lambda: w.query_vector,
@@ -559,6 +565,14 @@ def check_apply(case: Case, a: dict[str, Any], transition: Any) -> None:
 def check_fork(case: Case, a: dict[str, Any], forked: MemoryBank) -> None:
     scope = scope_of(a["scope"])
     assert forked.list(scope, include_deleted=True) == case.world.bank.list(scope, include_deleted=True)
+
+
+def check_as_of(case: Case, a: dict[str, Any], snapshot: BankSnapshot) -> None:
+    """The scope at one point of its own history: a prefix of its events, and records they explain."""
+    scope = scope_of(a["scope"])
+    events = snapshot.history()
+    assert snapshot.scope == scope and events == case.world.bank.history(scope)[: len(events)]
+    assert snapshot.violations() == []
 
 
 def file_errors(key: str) -> Callable[[dict[str, Any]], tuple[type[BaseException], ...]]:
@@ -778,6 +792,13 @@ BANK_METHODS = [
         ),
     ),
     Method("bank.fork", {"scope": SCOPE, "holding": HOLDING}, lambda c, a: c.bank.fork(a["scope"]), check_fork, budget=200),
+    Method(
+        "bank.as_of",
+        {"scope": SCOPE, "when": WHEN, "inclusive": FLAG, "holding": HOLDING},
+        lambda c, a: c.bank.as_of(a["scope"], a["when"], inclusive=a["inclusive"]),
+        check_as_of,
+        budget=200,
+    ),
     Method("bank.get", {"memory_id": MEMORY_ID, "scope": SCOPE, "include_deleted": FLAG}, lambda c, a: c.bank.get(a["scope"], a["memory_id"], include_deleted=a["include_deleted"]), budget=200),
 ]
 #: the async twin runs the client rows (its policy calls share PolicySet with the sync one)

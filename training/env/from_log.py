@@ -5,58 +5,22 @@ the scope's bank *as it was just before that ingest*, the facts the extractor to
 the turn, and the answered questions whose evidence includes a memory that ingest wrote,
 judged by the gold answers users attached with ``client.feedback``.
 
-"As it was" is rebuilt from the bank's own audit history (every change is an event with
-its before/after text and version), so a state is exactly one the runtime produced, never
-an approximation of it: `history_violations` holds for it by construction.
+"As it was" is `MemoryBank.as_of`: the bank rebuilt from its own audit history (every
+change is an event with its before/after text and version), so a state is exactly one the
+runtime produced, never an approximation of it, and `BankSnapshot.violations` is empty.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from datetime import datetime
 
-from memsdk.bank import BankSnapshot, MemoryBank, codec
+from memsdk.bank import MemoryBank
 from memsdk.interactions import InteractionLog, Trajectory
-from memsdk.types import EventType, HistoryEvent, MemoryRecord, Scope, Turn, content_hash
+from memsdk.types import Scope, Turn
 
 from .state import MemoryState, QAItem
 
-__all__ = ["bank_before", "log_states"]
-
-
-def _replay(events: list[HistoryEvent], current: dict[uuid.UUID, MemoryRecord]) -> list[MemoryRecord]:
-    """Records as the events leave them. Metadata and source turns come from the current
-    record (events do not carry them); text, version, deletion and times come from events."""
-    state: dict[uuid.UUID, MemoryRecord] = {}
-    for e in events:
-        prev = state.get(e.memory_id)
-        if e.event is EventType.ADD or prev is None:
-            now = current.get(e.memory_id)
-            text = e.after or (now.text if now else "")
-            state[e.memory_id] = MemoryRecord(
-                id=e.memory_id, text=text, scope=e.scope, created_at=e.at, updated_at=e.at, version=e.version,
-                source_turn_ids=now.source_turn_ids if now else (), metadata=now.metadata if now else {},
-                content_hash=content_hash(text), tier=e.tier,
-                speaker=now.speaker if now else None, occurred_at=now.occurred_at if now else None,
-            )
-            continue
-        text = e.after if e.after is not None else prev.text
-        state[e.memory_id] = prev.model_copy(update=dict(
-            text=text, content_hash=content_hash(text), version=e.version, updated_at=e.at,
-            deleted=e.event is EventType.DELETE, deleted_at=e.at if e.event is EventType.DELETE else None,
-        ))
-    return list(state.values())
-
-
-def bank_before(bank: MemoryBank, scope: Scope, moment: datetime) -> BankSnapshot:
-    """The scope's bank as it stood just before ``moment``, rebuilt from its audit history."""
-    events = [e for e in bank.history(scope) if e.at < moment]
-    current = {r.id: r for r in bank.list(scope, include_deleted=True)}
-    records = _replay(events, current)
-    vectors = bank.embedder.embed([r.text for r in records]) if records else []
-    points = [codec.record_point(r, v) for r, v in zip(records, vectors)] + [codec.event_point(e) for e in events]
-    return BankSnapshot(scope, tuple(points), bank.embedder.dim)
+__all__ = ["log_states"]
 
 
 def _linked_qa(answers: list[Trajectory], written: set[str]) -> tuple[QAItem, ...]:
@@ -82,7 +46,7 @@ def log_states(log: InteractionLog, bank: MemoryBank, *, scope: Scope | None = N
             continue
         yield MemoryState(
             key=f"log/{t.id}",
-            bank=bank_before(bank, t.scope, t.started_at),
+            bank=bank.as_of(t.scope, t.started_at, inclusive=False),  # what the manager saw, not what it then wrote
             facts=tuple(t.output["facts"]),
             qa=qa,
             turn=Turn.model_validate(t.input["turn"]),

@@ -1,22 +1,22 @@
-"""The environment's state, and the check that a state is one the runtime could have built.
+"""The environment's state.
 
 A Memory-R1 state is q_mem = (x, M_old) plus the questions that judge what the manager does
 with it: the bank snapshot M_old of one scope, the new input x (a turn and the facts taken
 from it), and the QA items linked to x. States are frozen values: a group of rollouts shares
-one state and every rollout forks its own bank from the snapshot.
+one state and every rollout forks its own bank from the snapshot. Whether a snapshot is one
+the runtime could have built is the bank's own check, `BankSnapshot.violations`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memsdk.bank import BankSnapshot
-from memsdk.types import EventType, HistoryEvent, MemoryRecord, Scope, Turn
+from memsdk.types import Scope, Turn
 
-__all__ = ["QAItem", "MemoryState", "history_violations"]
+__all__ = ["QAItem", "MemoryState"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,50 +64,3 @@ class MemoryState:
     def with_qa(self, qa: Sequence[QAItem]) -> MemoryState:
         """The same state judged by other questions (a group's shared QA subset)."""
         return dataclasses.replace(self, qa=tuple(qa))
-
-
-def history_violations(snapshot: BankSnapshot) -> list[str]:
-    """Why ``snapshot`` could not have been produced by `MemoryBank.apply` / `restore`; [] if it could.
-
-    Replays each record's audit history: it must start with an ADD at version 1, every
-    later event must raise the version by exactly one, each event's ``before`` must be the
-    text the previous event left visible (None while deleted), and the last event must
-    leave exactly the record's current version, text and deleted flag. A reward computed on
-    a snapshot with violations would train on a state the runtime can never reach.
-    """
-    problems: list[str] = []
-    events: dict[object, list[HistoryEvent]] = defaultdict(list)
-    for e in snapshot.history():
-        if e.scope != snapshot.scope:
-            problems.append(f"event {e.id} belongs to {e.scope}, not {snapshot.scope}")
-        events[e.memory_id].append(e)
-    records = {r.id: r for r in snapshot.records(include_deleted=True)}
-    for orphan in events.keys() - records.keys():
-        problems.append(f"history of memory {orphan} without a record")
-    for record in records.values():
-        problems += _replay(record, events.get(record.id, []))
-    return problems
-
-
-def _replay(record: MemoryRecord, events: Sequence[HistoryEvent]) -> list[str]:
-    name = f"memory {record.id}"
-    if not events:
-        return [f"{name} has no history"]
-    if events[0].event is not EventType.ADD or events[0].version != 1 or events[0].before is not None:
-        return [f"{name}: history starts with {events[0].event} v{events[0].version}, not ADD v1"]
-    problems = []
-    visible = events[0].after
-    for prev, e in zip(events, events[1:]):
-        if e.version != prev.version + 1:
-            problems.append(f"{name}: version {prev.version} -> {e.version}")
-        if e.event is EventType.ADD:
-            problems.append(f"{name}: a second ADD at v{e.version}")
-        if e.before != visible:
-            problems.append(f"{name}: {e.event} v{e.version} starts from {e.before!r}, the history left {visible!r}")
-        visible = e.after
-    last = events[-1]
-    if last.version != record.version:
-        problems.append(f"{name}: record at v{record.version}, history ends at v{last.version}")
-    if (visible is None) != record.deleted or (not record.deleted and visible != record.text):
-        problems.append(f"{name}: record text/deleted flag differ from what its history leaves")
-    return problems

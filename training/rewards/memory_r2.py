@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .qa import token_f1
+from .qa import mean_qa_score, token_f1
 
 __all__ = ["SessionRewardConfig", "mean_qa_f1", "compression_penalty", "session_reward"]
 
@@ -26,16 +26,13 @@ class SessionRewardConfig:
 
 
 def mean_qa_f1(predictions: Sequence[object], golds: Sequence[object]) -> float:
-    """QA(M, Q_t) = mean token F1 over the session's questions; 0.0 when Q_t is empty.
+    """QA(M, Q_t) = `qa.mean_qa_score` of token F1 over the session's questions.
 
-    A session without linked questions has no answer signal; 0.0 keeps the reward defined
-    (every rollout of a group then differs only by its compression term).
+    An empty Q_t scores 0.0, so every rollout of its group differs only by its compression term.
     """
     if len(predictions) != len(golds):
         raise ValueError(f"{len(predictions)} predictions for {len(golds)} gold answers")
-    if not golds:
-        return 0.0
-    return sum(token_f1(p, g) for p, g in zip(predictions, golds)) / len(golds)
+    return mean_qa_score([token_f1(p, g) for p, g in zip(predictions, golds)])
 
 
 def compression_penalty(memory_tokens: int, session_tokens: Sequence[int], alpha: float = 0.7) -> float:

@@ -10,7 +10,7 @@ from memsdk.embedding import HashEmbedder
 from memsdk.llm.base import SamplingParams
 from memsdk.policies import PolicyConfig
 from memsdk.types import Scope, Turn
-from memsdk_training.env import Episode, EpisodeConfig, EpisodeRunner, QAItem, Session, chunks, history_violations, word_count
+from memsdk_training.env import Episode, EpisodeConfig, EpisodeRunner, QAItem, Session, chunks, word_count
 from memsdk_training.rewards import session_reward
 
 from ._fakes import KeywordAnswerer, SamplingFake
@@ -156,7 +156,7 @@ def test_every_judged_bank_is_one_the_runtime_could_have_produced(runner) -> Non
     outcomes = [*anchor.sessions, *episode_runner.reroll(anchor, session=0, m=3), *episode_runner.reroll(anchor, session=1, m=3)]
 
     for outcome in outcomes:
-        assert history_violations(outcome.before) == [] and history_violations(outcome.after) == []
+        assert outcome.before.violations() == [] and outcome.after.violations() == []
         for record in outcome.after.records(include_deleted=True):
             assert record.source_turn_ids and all(t.startswith(("D1:", "D2:")) for t in record.source_turn_ids)
         assert {e.actor.role for e in outcome.after.history()} <= {"r2_manager"}

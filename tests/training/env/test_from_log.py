@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memsdk import MemoryClient
 from memsdk.embedding import HashEmbedder
-from memsdk_training.env import bank_before, history_violations, log_states
+from memsdk_training.env import log_states
 
 SCOPE = {"user_id": "caroline"}
 
@@ -30,7 +30,7 @@ def test_log_states_rebuild_the_bank_before_each_ingest(tmp_path) -> None:
         texts = [r.text for r in state.bank.records() if r.tier == "semantic"]
         assert texts == [results[0].facts[0]]  # only the earlier turn, as it was then (before the UPDATE)
         assert [r.text for r in state.bank.records() if r.tier == "episodic"] == [turns[0]["text"]]
-        assert history_violations(state.bank) == []
+        assert state.bank.violations() == []
 
-        later = bank_before(client.bank, client.bank.list(SCOPE)[0].scope, client.bank.history(SCOPE)[-1].at)
-        assert len(later.records()) == 6 and history_violations(later) == []
+        later = client.bank.as_of(SCOPE, client.bank.history(SCOPE)[-1].at, inclusive=False)
+        assert len(later.records()) == 6 and later.violations() == []

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from memsdk.embedding import HashEmbedder
-from memsdk_training.env import conversation, history_violations, locomo_episode, locomo_qa, locomo_sessions, locomo_states, sample_ids, session_date, split_of
+from memsdk_training.env import conversation, locomo_episode, locomo_qa, locomo_sessions, locomo_states, sample_ids, session_date, split_of
 
 pytestmark = pytest.mark.locomo
 
@@ -58,7 +58,7 @@ def test_states_hold_only_earlier_turns_and_the_qa_their_turn_is_evidence_for() 
         assert state.qa and all(state.turn.turn_id in q.evidence and q.category != 5 for q in state.qa)
         assert state.source_turn_ids == (state.turn.turn_id,)
         assert state.facts[0].startswith(f"{state.turn.speaker} (on ") and state.turn.text in state.facts[0]
-        assert history_violations(state.bank) == []
+        assert state.bank.violations() == []
     assert states[0].key == "conv-26/D1:3"
     assert sorted(r.text[:37] for r in states[0].bank.records()) == ["Caroline (on 8 May, 2023): Hey Mel! G", "Melanie (on 8 May, 2023): Hey Carolin"]
 

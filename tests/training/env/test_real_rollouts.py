@@ -9,7 +9,7 @@ import pytest
 
 from memsdk.llm.base import SamplingParams
 from memsdk.policies import ExtractiveAnswerer, LLMManager
-from memsdk_training.env import EnvConfig, ManagerEnv, history_violations, locomo_states
+from memsdk_training.env import EnvConfig, ManagerEnv, locomo_states
 
 pytestmark = [pytest.mark.slow, pytest.mark.locomo]
 
@@ -32,6 +32,6 @@ def test_smollm2_rollouts_on_three_locomo_train_states(transformers_backend) -> 
             print(f"  o{i} reward={r.reward:.3f} ({flag}) answers={[a.prediction for a in r.answers]} output={rollout.output[:120]!r}")
             assert 0.0 <= r.reward <= 1.0
             assert rollout.token_ids and rollout.logprobs and len(rollout.logprobs) == len(rollout.token_ids)
-            assert history_violations(r.bank) == []
+            assert r.bank.violations() == []
             assert len(r.bank.records()) >= len(state.bank.records()) - 1  # the guard allows one DELETE at most
         assert len(group.rollouts) == 2 and all(len(r.result.answers) == len(group.state.qa) for r in group.rollouts)

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from memsdk_training.rewards.qa import bleu1, exact_match, normalize_answer, token_f1
+from memsdk_training.rewards.qa import QA_METRICS, bleu1, exact_match, mean_qa_score, normalize_answer, token_f1
 
 
 @pytest.mark.parametrize(
@@ -73,3 +73,22 @@ def test_bleu1_empty_inputs():
     assert bleu1("", "Paris") == 0.0
     assert bleu1("Paris", "") == 0.0
     assert bleu1("the", "") == 1.0
+
+
+_QUESTIONS = [("in the park with Buddy", "Buddy park"), ("Paris", "paris"), ("dog", "cat")]
+
+
+@pytest.mark.parametrize(
+    ("metric", "expected"),
+    [
+        ("f1", (2 / 3 + 1 + 0) / 3),  # F1 per question: 2/3 (see above), 1, 0
+        ("em", (0 + 1 + 0) / 3),
+    ],
+)
+def test_mean_qa_score_over_a_question_set(metric, expected):
+    scores = [QA_METRICS[metric](pred, gold) for pred, gold in _QUESTIONS]
+    assert mean_qa_score(scores) == pytest.approx(expected, abs=1e-12)
+
+
+def test_mean_qa_score_without_questions_is_zero():
+    assert mean_qa_score([]) == 0.0

@@ -1,43 +1,39 @@
-"""The frozen answer agent as a judge: a bank and its questions -> per-question scores.
-
-    score_j = metric(answerer(q_j, top_k(M, q_j)), a*_j)        metric in {EM, F1}
-    QA(M, Q) = (1 / |Q|) * sum_j score_j                          (0.0 for an empty Q)
+"""Answering with the frozen answer agent: a bank and its questions -> per-question outcomes.
 
 The answerer is any `memsdk.policies.Answerer` (LLMAnswerer on any backend, or the
 ExtractiveAnswerer); it only reads the bank, through the same `MemoryBank.search` the client
 answers with, so the reward measures exactly the memory a user would be answered from.
+
+The scores themselves are `rewards.qa`'s: score_j = metric(a_hat_j, a*_j) per question and
+QA(M, Q), their mean. This module asks the questions and draws which ones a group is asked.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from memsdk.bank import MemoryBank
 from memsdk.policies import Answerer
 from memsdk.types import Scope
 
-from ..rewards.qa import exact_match, token_f1
+from ..rewards.qa import QA_METRICS, Metric, mean_qa_score
 from .state import QAItem
 
 __all__ = ["Metric", "QAOutcome", "answer_questions", "mean_score", "sample_qa"]
-
-Metric = Literal["em", "f1"]
-_METRICS: dict[str, Callable[[object, object], float]] = {"em": exact_match, "f1": token_f1}
 
 
 @dataclass(frozen=True, slots=True)
 class QAOutcome:
     item: QAItem
     prediction: str
-    score: float
+    score: float  # score_j
 
 
 def answer_questions(bank: MemoryBank, scope: Scope, qa: Sequence[QAItem], answerer: Answerer, *, top_k: int, metric: Metric) -> tuple[QAOutcome, ...]:
     """Ask every question over the top-k memories of ``bank`` and score the answers."""
-    score = _METRICS[metric]
+    score = QA_METRICS[metric]
     out = []
     for item in qa:
         hits = bank.search(scope, item.question, limit=top_k)
@@ -47,7 +43,8 @@ def answer_questions(bank: MemoryBank, scope: Scope, qa: Sequence[QAItem], answe
 
 
 def mean_score(outcomes: Sequence[QAOutcome]) -> float:
-    return sum(o.score for o in outcomes) / len(outcomes) if outcomes else 0.0
+    """QA(M, Q) over the answered questions (`rewards.qa.mean_qa_score`)."""
+    return mean_qa_score([o.score for o in outcomes])
 
 
 def sample_qa(qa: Sequence[QAItem], k: int | None, rng: random.Random) -> tuple[QAItem, ...]:
