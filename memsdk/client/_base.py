@@ -6,6 +6,7 @@ run (a blocking call, or an await) and how the client is closed.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -29,10 +30,12 @@ from memsdk.config import ClientConfig
 from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
 from memsdk.errors import ClientClosed, GateFailed, InvalidInput, PolicyError
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
-from memsdk.registry import PolicyRegistry
+from memsdk.registry import ROLES, PolicyRegistry
 from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, utcnow
 
 __all__ = ["BaseClient", "TimedEmbedder", "Timings", "SCOPE_LOCK_STRIPES"]
+
+log = logging.getLogger("memsdk.client")
 
 SCOPE_LOCK_STRIPES = 64
 
@@ -418,6 +421,21 @@ class BaseClient:
         if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) or not 0 < interval_s <= threading.TIMEOUT_MAX:
             raise InvalidInput("interval_s", f"must be a positive number of seconds, got {interval_s!r}")
         return interval_s
+
+    def _due_promotions(self, failed: set[tuple[str, str]]) -> list[tuple[str, str]]:
+        """(role, version) of each promotion the watcher should serve now: promoted after the
+        version serving, and not one it already failed to load."""
+        due = []
+        for role in ROLES:
+            latest = self._policies.registry.latest_promoted(role)
+            if latest is not None and latest.version != self.policies[role].version and (role, latest.version) not in failed:
+                due.append((role, latest.version))
+        return due
+
+    @staticmethod
+    def _promotion_failed(failed: set[tuple[str, str]], role: str, version: str, exc: Exception) -> None:
+        failed.add((role, version))  # not retried every interval: a new promotion is needed
+        log.warning("watcher could not promote %s %s: %s", role, version, exc)
 
     def _switch_failed(self, switch: Switch, exc: Exception) -> PolicyError:
         current = self._policies.info()[switch.role].version

@@ -20,10 +20,10 @@ from tqdm import tqdm
 
 from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike, in_process_model
 from memsdk.client.policies import Endpoint
-from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, Extract, Search, Write, answer_steps, resume, retrieve_steps
+from memsdk.client.pipeline import Apply, Done, Effect, Search, answer_steps, resume, retrieve_steps
+from memsdk.policies.base import Call, Chat, acall, achat
 from memsdk.client.results import AnswerResult, IngestResult
 from memsdk.errors import Conflict, MemsdkError
-from memsdk.registry import ROLES
 from memsdk.registry.gate import GateConfig, GateDecision, decide
 from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
@@ -68,14 +68,10 @@ class AsyncMemoryClient(BaseClient):
         if isinstance(effect, Apply):
             return await asyncio.to_thread(self._apply, effect, timings)
         with self._stage(timings, "llm"):
-            if isinstance(effect, Extract):
-                return await effect.policy.aextract(effect.turn, effect.context)
-            if isinstance(effect, Decide):
-                return await effect.policy.adecide(effect.facts, effect.related, source_turn_ids=effect.turn_ids)
-            if isinstance(effect, Write):
-                return await effect.policy.awrite(effect.chunk, effect.memories)
-            if isinstance(effect, AnswerQuestion):
-                return await effect.policy.aanswer(effect.question, effect.memories)
+            if isinstance(effect, Chat):
+                return await achat(effect)
+            if isinstance(effect, Call):
+                return await acall(effect)
         raise TypeError(f"unknown effect {effect!r}")
 
     async def _run(self, steps: Generator[Effect, Any, Any], timings: Timings) -> Any:
@@ -233,15 +229,11 @@ class AsyncMemoryClient(BaseClient):
         failed: set[tuple[str, str]] = set()
         while not self._closed:
             await asyncio.sleep(interval_s)
-            for role in ROLES:
-                latest = self._policies.registry.latest_promoted(role)
-                if latest is None or latest.version == self.policies[role].version or (role, latest.version) in failed:
-                    continue
+            for role, version in self._due_promotions(failed):
                 try:
-                    await self.use_policy(role, latest.version)
+                    await self.use_policy(role, version)
                 except MemsdkError as exc:
-                    failed.add((role, latest.version))
-                    log.warning("watcher could not promote %s %s: %s", role, latest.version, exc)
+                    self._promotion_failed(failed, role, version, exc)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """The ingest and answer pipelines, written once for the sync and the async client.
 
-Each pipeline is a generator that *yields effects* (extract, search, decide, apply,
-answer) and receives their results; it does no I/O itself. `MemoryClient` runs the
-effects with blocking calls, `AsyncMemoryClient` awaits them, so the two clients cannot
-drift apart. An effect that fails is thrown back into the generator, which decides
-whether the failure costs the turn (a dead store does) or only that fact.
+Each pipeline is a generator that *yields effects* (search, apply, and the policies' own
+`Chat` requests and `Call`s, yielded from their ``steps``) and receives their results; it
+does no I/O itself, and neither do the policies. `MemoryClient` runs the effects with
+blocking calls, `AsyncMemoryClient` awaits them, so the two clients cannot drift apart. An
+effect that fails is thrown back into the generator, which decides whether the failure
+costs the turn (a dead store does), only that fact, or the role's fallback decides
+instead (`decided`: a dead backend).
 
 Concurrent writers to one scope use optimistic concurrency: every UPDATE / DELETE carries
 the version of the memory it was decided on (`Op.expected_version`), and `MemoryBank.apply`
@@ -23,24 +25,31 @@ request is in flight takes effect from the next request on.
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
-from memsdk.errors import Conflict, InvalidInput, MemoryNotFound, PolicyError
+from memsdk.errors import Conflict, InvalidInput, MemoryNotFound, MemsdkError, PolicyError, PolicyUnavailable
+from memsdk.llm.base import Completion
 from memsdk.interactions.types import AppliedOp
 from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall, PolicyStats
+from memsdk.policies.base import Call, Chat, Done, resume
+from memsdk.policies.base import chat as run_chat
 from memsdk.policies.manager import check_ops
 from memsdk.policies.supersede import Correction, Forget, classify, supersede_ops
 from memsdk.policies.writer import Writer, Written
+from memsdk.bank import MemoryBank
 from memsdk.bank.transition import Transition
 from memsdk.dates import parse_when
 from memsdk.types import Actor, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn
 
-__all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Extract", "Search", "Decide", "Apply", "Write", "AnswerQuestion", "Effect", "IngestOutcome", "WriteOutcome", "AnswerOutcome", "ingest_steps", "write_steps", "answer_steps"]
+__all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Search", "Apply", "Chat", "Call", "Effect", "decided", "drive", "related_steps", "IngestOutcome", "WriteOutcome", "AnswerOutcome", "ingest_steps", "write_steps", "answer_steps"]
 
+
+log = logging.getLogger("memsdk.policies")
 
 #: search -> decide -> apply rounds per fact before a fact that keeps conflicting is reported
 APPLY_ATTEMPTS = 4
@@ -70,13 +79,6 @@ class ActivePolicies:
 
 
 @dataclass(frozen=True)
-class Extract:
-    policy: Extractor
-    turn: Turn
-    context: Sequence[Turn]
-
-
-@dataclass(frozen=True)
 class Search:
     """The top ``limit_each`` live memories of each scope for ``query`` (of one tier, or all)."""
 
@@ -88,51 +90,71 @@ class Search:
 
 
 @dataclass(frozen=True)
-class Decide:
-    policy: Manager
-    facts: Sequence[str]
-    related: Sequence[ScoredMemory]
-    turn_ids: Sequence[str]
-
-
-@dataclass(frozen=True)
 class Apply:
     scope: Scope
     ops: Sequence[Op]
     actor: Actor
 
 
-@dataclass(frozen=True)
-class Write:
-    policy: Writer
-    chunk: Sequence[Turn]
-    memories: Sequence[ScoredMemory]
+Effect = Search | Apply | Chat | Call
 
 
-@dataclass(frozen=True)
-class AnswerQuestion:
-    policy: Answerer
-    question: str
-    memories: Sequence[ScoredMemory]
-
-
-Effect = Extract | Search | Decide | Apply | Write | AnswerQuestion
-
-
-@dataclass(frozen=True)
-class Done:
-    """A pipeline that has returned ``value``."""
-
-    value: Any
-
-
-def resume(steps: Generator[Effect, Any, Any], result: Any = None, error: BaseException | None = None) -> Effect | Done:
-    """Hand a pipeline its last effect's result (or throw that effect's error into it) and
-    get the next effect, or `Done` when it returns. Both clients drive pipelines with it."""
+def decided(policy: Any, method: str, *args: Any, **kw: Any) -> Generator[Effect, Any, Any]:
+    """A policy's decision as effects, with the role's fallback: an LLM policy's ``steps``
+    (its `Chat` requests), a policy without a model called as it is (``method``). When the
+    backend is unavailable (`PolicyUnavailable`, after the backend's own retries) and the
+    policy has a ``fallback``, the fallback decides instead, and the result says
+    ``fallback=True`` so the log shows the degraded decision; without one it propagates."""
     try:
-        return steps.throw(error) if error is not None else steps.send(result)
-    except StopIteration as done:
-        return Done(done.value)
+        return (yield from _steps_of(policy, method, *args, **kw))
+    except PolicyUnavailable as exc:
+        fallback = getattr(policy, "fallback", None)
+        if fallback is None:
+            raise
+        policy.stats.add("fallbacks")
+        log.warning("%s backend unavailable, using %s: %s", policy.role, type(fallback).__name__, exc)
+    result = yield from _steps_of(fallback, method, *args, **kw)
+    result.fallback = True
+    return result
+
+
+def _steps_of(policy: Any, method: str, *args: Any, **kw: Any) -> Generator[Effect, Any, Any]:
+    if callable(steps := getattr(policy, "steps", None)):
+        return (yield from steps(*args, **kw))
+    # a built-in policy without a model (the heuristics): quick and pure, so the async client
+    # runs it in place; a `Call` all the same, so its time is the policy stage's, as an LLM's is
+    decide = getattr(policy, method)
+    return (yield Call(decide, args, kw, afn=_in_place(decide)))
+
+
+def _in_place(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    async def call(*args: Any, **kw: Any) -> Any:
+        return fn(*args, **kw)
+
+    return call
+
+
+def drive(steps: Generator[Effect, Any, Any], bank: MemoryBank, chat: Callable[[Chat], Completion] = run_chat) -> Any:
+    """Run a pipeline against ``bank`` with blocking calls and no client, as `MemoryClient`
+    runs it (a failed effect is thrown back into the pipeline): what the trainers use over a
+    forked bank. ``chat`` answers the policies' `Chat` requests (a trainer samples them from
+    the policy it trains); a `Call` runs in place."""
+    step = resume(steps)
+    while not isinstance(step, Done):
+        try:
+            if isinstance(step, Search):
+                result: Any = [h for scope in step.scopes for h in bank.search(scope, step.query, limit=step.limit_each, tier=step.tier, hybrid=step.hybrid)]
+            elif isinstance(step, Apply):
+                result = bank.apply(step.scope, step.ops, actor=step.actor)
+            elif isinstance(step, Chat):
+                result = chat(step)
+            else:
+                result = step.fn(*step.args, **step.kwargs)
+        except MemsdkError as exc:
+            step = resume(steps, error=exc)
+            continue
+        step = resume(steps, result)
+    return step.value
 
 
 @dataclass
@@ -178,26 +200,40 @@ def _dated(ops: Sequence[Op], when: datetime | None) -> list[Op]:
     return [op.model_copy(update={"occurred_at": when}) if op.op is OpType.ADD and op.occurred_at is None else op for op in ops]
 
 
-def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: ActivePolicies, related_k: int, *, episodic: bool = True) -> Generator[Effect, Any, IngestOutcome]:
-    """The turn into the episodic tier (no LLM), then Memory-R1's loop: extractor -> per fact:
-    related semantic memories -> manager -> `MemoryBank.apply`.
+def ingest_steps(
+    turns: Turn | Sequence[Turn], context: Sequence[Turn], scope: Scope, policies: ActivePolicies, related_k: int, *, episodic: bool = True, together: bool = False
+) -> Generator[Effect, Any, IngestOutcome]:
+    """The turns into the episodic tier (no LLM), then the extractor -> related semantic
+    memories -> manager -> `MemoryBank.apply` loop, the one loop the clients run and the
+    trainers drive over a forked bank.
 
-    Once the turn is kept, a policy that fails for good (its backend down with no fallback,
+    ``turns`` is one turn (Memory-R1: the extractor sees it after ``context``, and the
+    manager decides each fact on its own) or a chunk of a session (Memory-R2: the extractor
+    sees the chunk in one call; with ``together`` the manager decides all its facts in one
+    call, on the memories related to any of them). Forget requests and corrections among
+    the turns are applied by rules (`_supersede`) and state no fact.
+
+    Once the turns are kept, a policy that fails for good (its backend down with no fallback,
     a malformed response, a prompt over the context window) costs only what it would have
     decided, and says so in ``failures``, as `write_steps` does: raising would abort the
-    caller's remaining turns, and a caller that retried would store this one twice."""
+    caller's remaining turns, and a caller that retried would store these twice."""
+    chunk = [turns] if isinstance(turns, Turn) else list(turns)
     out = IngestOutcome()
-    request = None
-    if episodic:  # before any policy runs: a store failure here costs the turn, and says so
-        kept: Transition = yield Apply(scope, [episode_op(turn)], INGEST_ACTOR)
-        request = kept.records[0]
-        out.episodic_id = request.id
-    if (intent := classify(turn.text)) is not None:
-        # a forget request or a correction changes earlier memories and states no new fact
-        yield from _supersede(intent, scope, request, out)
+    requests: list[MemoryRecord | None] = [None] * len(chunk)
+    if episodic:  # before any policy runs: a store failure here costs the turns, and says so
+        kept: Transition = yield Apply(scope, [episode_op(t) for t in chunk], INGEST_ACTOR)
+        requests = list(kept.records)
+        out.episodic_id = kept.records[-1].id
+    stated = []
+    for turn, request in zip(chunk, requests):
+        if (intent := classify(turn.text)) is None:
+            stated.append(turn)
+        else:  # a forget request or a correction changes earlier memories and states no new fact
+            yield from _supersede(intent, scope, request, out)
+    if not stated:
         return out
     try:
-        extraction: Extraction = yield Extract(policies.extractor, turn, context)
+        extraction: Extraction = yield from decided(policies.extractor, "extract", stated[-1], [*context, *stated[:-1]])
     except PolicyError as exc:
         if not episodic:
             raise  # the turn is stored nowhere: only the caller can keep it now
@@ -207,20 +243,24 @@ def ingest_steps(turn: Turn, context: Sequence[Turn], scope: Scope, policies: Ac
     out.calls += extraction.calls
     # a reply with no usable field is not "no facts in this turn": say so, as the manager does
     out.failures += [f"extractor: unparseable output: {c.failure}" for c in extraction.calls if c.failure]
-    turn_ids = [turn.turn_id] if turn.turn_id else []
-    when = parse_when(turn.timestamp)
-    actor = Actor(role="manager", version=policies.versions["manager"])
-    for fact in out.facts:
+    turn_ids = [t.turn_id for t in stated if t.turn_id]
+    when = parse_when(stated[-1].timestamp)
+    actor = Actor(role=policies.manager.role, version=policies.versions["manager"])
+    for facts in [out.facts] if together and out.facts else [[f] for f in out.facts]:
         try:
-            transition = yield from _settle(fact, when, scope, policies.manager, related_k, turn_ids, actor, out)
+            transition = yield from _settle(facts, when, scope, policies.manager, related_k, turn_ids, actor, out)
         except PolicyError as exc:
             if not episodic:
                 raise
-            out.failures.append(f"manager failed on fact {fact!r}, the turn is kept in the episodic tier only: {exc}")
+            out.failures.append(f"manager failed on {_quoted(facts)}, the turn is kept in the episodic tier only: {exc}")
             continue
         if transition is not None:
             out.ops += _applied(transition)
     return out
+
+
+def _quoted(facts: Sequence[str]) -> str:
+    return f"fact {facts[0]!r}" if len(facts) == 1 else f"{len(facts)} facts"
 
 
 def write_steps(chunk: Sequence[Turn], scope: Scope, writer: Writer, related_k: int, *, version: str, episodic: bool = True) -> Generator[Effect, Any, WriteOutcome]:
@@ -248,7 +288,7 @@ def write_steps(chunk: Sequence[Turn], scope: Scope, writer: Writer, related_k: 
     core: list[ScoredMemory] = yield Search([scope], query, 1, Tier.CORE)
     related: list[ScoredMemory] = yield Search([scope], query, related_k, Tier.SEMANTIC, hybrid=True)
     try:
-        written: Written = yield Write(writer, chunk, [*core, *related])
+        written: Written = yield from writer.steps(chunk, [*core, *related])
     except PolicyError as exc:
         out.failures.append(f"writer failed, the chunk is kept in the episodic tier only: {exc}")
         return out
@@ -297,12 +337,12 @@ def _supersede(intent: Forget | Correction, scope: Scope, request: MemoryRecord 
     out.ops += _applied(transition)
 
 
-def _settle(fact: str, when: datetime | None, scope: Scope, manager: Manager, related_k: int, turn_ids: Sequence[str], actor: Actor, out: IngestOutcome) -> Generator[Effect, Any, Transition | None]:
-    """One fact: related memories -> manager -> apply; from the search again when another
-    writer changed a memory the decision read. The applied transition, or None."""
+def _settle(facts: Sequence[str], when: datetime | None, scope: Scope, manager: Manager, related_k: int, turn_ids: Sequence[str], actor: Actor, out: IngestOutcome) -> Generator[Effect, Any, Transition | None]:
+    """Facts decided together: related memories -> manager -> apply; from the search again
+    when another writer changed a memory the decision read. The applied transition, or None."""
     for attempt in range(1, APPLY_ATTEMPTS + 1):
-        related: list[ScoredMemory] = yield Search([scope], fact, related_k, Tier.SEMANTIC)
-        decision: Decision = yield Decide(manager, [fact], related, turn_ids)
+        related: list[ScoredMemory] = yield from related_steps(scope, facts, related_k)
+        decision: Decision = yield from decided(manager, "decide", list(facts), related, source_turn_ids=turn_ids)
         out.calls += decision.calls
         out.fallback |= decision.fallback
         ops, refused = check_ops(decision.ops, related)  # whoever wrote the manager
@@ -318,11 +358,27 @@ def _settle(fact: str, when: datetime | None, scope: Scope, manager: Manager, re
             if attempt < APPLY_ATTEMPTS:
                 continue  # the abandoned decision's rejections are not this fact's outcome
             out.failures += rejected
-            out.failures.append(f"ops for fact {fact!r} not applied after {attempt} attempts: {exc}")
+            out.failures.append(f"ops for {_quoted(facts)} not applied after {attempt} attempts: {exc}")
+            return None
+        except InvalidInput as exc:  # an op the bank's limits refuse costs this decision only
+            out.failures += [*rejected, f"ops for {_quoted(facts)} refused by the bank: {exc}"]
             return None
         out.failures += rejected
         return transition
     return None  # pragma: no cover - the loop always returns
+
+
+def related_steps(scope: Scope, facts: Sequence[str], k: int) -> Generator[Effect, Any, list[ScoredMemory]]:
+    """The k semantic memories most similar to any of ``facts`` (per fact top-k, merged by
+    best score); for one fact, that fact's top k. Never an episodic turn: the manager does
+    not see or rewrite them."""
+    best: dict[Any, ScoredMemory] = {}
+    for fact in facts:
+        hits: list[ScoredMemory] = yield Search([scope], fact, k, Tier.SEMANTIC)
+        for hit in hits:
+            if hit.record.id not in best or hit.score > best[hit.record.id].score:
+                best[hit.record.id] = hit
+    return sorted(best.values(), key=lambda h: -h.score)[:k]
 
 
 def fuse(lists: Sequence[Sequence[ScoredMemory]], limit: int, k: int = RRF_K, weights: Sequence[float] | None = None) -> list[ScoredMemory]:
@@ -374,5 +430,5 @@ def retrieve_steps(question: str, scopes: Sequence[Scope], k: int, *, tiers: boo
 def answer_steps(question: str, scopes: Sequence[Scope], policies: ActivePolicies, answer_k: int, *, tiers: bool = True, hybrid: bool = True) -> Generator[Effect, Any, AnswerOutcome]:
     """`retrieve_steps`, then the answerer."""
     shown = yield from retrieve_steps(question, scopes, answer_k, tiers=tiers, hybrid=hybrid)
-    answer: Answer = yield AnswerQuestion(policies.answerer, question, shown)
+    answer: Answer = yield from decided(policies.answerer, "answer", question, shown)
     return AnswerOutcome(answer, shown)

@@ -14,10 +14,10 @@ from tqdm import tqdm
 
 from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike, in_process_model
 from memsdk.client.policies import Endpoint
-from memsdk.client.pipeline import AnswerQuestion, Apply, Decide, Done, Effect, Extract, Search, Write, answer_steps, resume, retrieve_steps
+from memsdk.client.pipeline import Apply, Done, Effect, Search, answer_steps, resume, retrieve_steps
+from memsdk.policies.base import Call, Chat, chat
 from memsdk.client.results import AnswerResult, IngestResult
 from memsdk.errors import Conflict, MemsdkError
-from memsdk.registry import ROLES
 from memsdk.registry.gate import GateConfig, GateDecision, decide
 from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
@@ -62,14 +62,10 @@ class MemoryClient(BaseClient):
         if isinstance(effect, Apply):
             return self._apply(effect, timings)
         with self._stage(timings, "llm"):
-            if isinstance(effect, Extract):
-                return effect.policy.extract(effect.turn, effect.context)
-            if isinstance(effect, Decide):
-                return effect.policy.decide(effect.facts, effect.related, source_turn_ids=effect.turn_ids)
-            if isinstance(effect, Write):
-                return effect.policy.write(effect.chunk, effect.memories)
-            if isinstance(effect, AnswerQuestion):
-                return effect.policy.answer(effect.question, effect.memories)
+            if isinstance(effect, Chat):
+                return chat(effect)
+            if isinstance(effect, Call):
+                return effect.fn(*effect.args, **effect.kwargs)
         raise TypeError(f"unknown effect {effect!r}")
 
     def _run(self, steps: Generator[Effect, Any, Any], timings: Timings) -> Any:
@@ -262,15 +258,11 @@ class MemoryClient(BaseClient):
     def _watch(self, interval_s: float) -> None:
         failed: set[tuple[str, str]] = set()
         while not self._stop_watching.wait(interval_s):
-            for role in ROLES:
-                latest = self._policies.registry.latest_promoted(role)
-                if latest is None or latest.version == self.policies[role].version or (role, latest.version) in failed:
-                    continue
+            for role, version in self._due_promotions(failed):
                 try:
-                    self.use_policy(role, latest.version)
+                    self.use_policy(role, version)
                 except MemsdkError as exc:
-                    failed.add((role, latest.version))
-                    log.warning("watcher could not promote %s %s: %s", role, latest.version, exc)
+                    self._promotion_failed(failed, role, version, exc)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

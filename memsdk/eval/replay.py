@@ -31,6 +31,8 @@ from memsdk.embedding.base import Embedder
 from memsdk.errors import InvalidInput
 from memsdk.eval.scoring import token_f1
 from memsdk.policies import Answer, Answerer, HeuristicExtractor
+from memsdk.client.pipeline import decided
+from memsdk.policies.base import arun, run
 from memsdk.registry.gate import SideResult
 from memsdk.store.memory import InMemoryTransport
 from memsdk.types import Actor, MemoryRecord, Op, Scope, ScoredMemory, Turn, content_hash, utcnow
@@ -116,7 +118,7 @@ def replay_answerer(answerer: Answerer, version: str, cases: Sequence[AnswerCase
     answers, latencies = [], []
     for case in cases:
         started = time.perf_counter()
-        answers.append(answerer.answer(case.question, case.memories))
+        answers.append(run(decided(answerer, "answer", case.question, case.memories)))
         latencies.append(time.perf_counter() - started)
     return _side(version, cases, answers, latencies)
 
@@ -125,6 +127,6 @@ async def areplay_answerer(answerer: Answerer, version: str, cases: Sequence[Ans
     answers, latencies = [], []
     for case in cases:
         started = time.perf_counter()
-        answers.append(await answerer.aanswer(case.question, case.memories))
+        answers.append(await arun(decided(answerer, "answer", case.question, case.memories)))
         latencies.append(time.perf_counter() - started)
     return _side(version, cases, answers, latencies)

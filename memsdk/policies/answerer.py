@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 
 from memsdk.errors import ContextTooLong
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
-from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, afall_back, fall_back
+from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, Request, Steps, run
 from memsdk.policies.manager import render_memories
 from memsdk.policies.prompts import load_prompt
 from memsdk.policies.schemas import AnswerOut
@@ -30,11 +30,11 @@ class Answer:
 
 @runtime_checkable
 class Answerer(Protocol):
+    """``answer`` for a policy without a model; an LLM policy also has ``steps`` (see `Extractor`)."""
+
     role: str
 
     def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer: ...
-
-    async def aanswer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer: ...
 
 
 class LLMAnswerer:
@@ -92,24 +92,23 @@ class LLMAnswerer:
         self.stats.add("context_trims")
         return shown[: len(shown) // 2]
 
+    def request(self, question: str, memories: Sequence[ScoredMemory]) -> Request:
+        return self.caller.request(self.backend, **self.prompt_values(question, memories))
+
+    def read(self, request: Request, text: str, memories: Sequence[ScoredMemory]) -> Answer:
+        """A sampled reply to `request` (its whole text) as serving would read it (the trainers' reading)."""
+        return self._finish(*self.caller.read(self.backend, request, text), memories)
+
+    def steps(self, question: str, memories: Sequence[ScoredMemory]) -> Steps[Answer]:
+        shown = memories
+        while True:
+            try:
+                value, call = yield from self.caller.steps(self.backend, **self.prompt_values(question, shown))
+            except ContextTooLong as exc:
+                shown = self._fewer(shown, exc)
+                continue
+            return self._finish(value, call, shown)
+
     def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
-        def primary() -> Answer:
-            shown = memories
-            while True:
-                try:
-                    return self._finish(*self.caller.call(self.backend, **self.prompt_values(question, shown)), shown)  # type: ignore[arg-type]
-                except ContextTooLong as exc:
-                    shown = self._fewer(shown, exc)
-
-        return fall_back(self, primary, lambda: self.fallback.answer(question, memories))  # type: ignore[union-attr]
-
-    async def aanswer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
-        async def primary() -> Answer:
-            shown = memories
-            while True:
-                try:
-                    return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(question, shown)), shown)  # type: ignore[arg-type]
-                except ContextTooLong as exc:
-                    shown = self._fewer(shown, exc)
-
-        return await afall_back(self, primary, lambda: self.fallback.aanswer(question, memories))  # type: ignore[union-attr]
+        """`steps` run with blocking calls (a script, a test); the clients drive `steps`."""
+        return run(self.steps(question, memories))

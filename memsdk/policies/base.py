@@ -1,31 +1,36 @@
-"""What every policy shares: the record of one LLM call, failure counters, and the call itself.
+"""What every policy shares: the request a policy sends, the record of one LLM call, failure
+counters, and the call itself as pure steps.
 
-A policy is prompt + schema + backend + model name. `LLMCaller` does the one thing they all
-do: render the prompt, ask the backend (constrained to the schema where the backend can),
-parse with one repair, re-ask once if that failed, and record everything in a `PolicyCall`
-that the interaction log stores and the trainer later reads back (messages, raw output,
-token counts, logprobs when asked for).
+A policy is prompt + schema + backend + model name, and it does no I/O. `LLMCaller.steps`
+renders the prompt, *yields* a `Chat` effect (the request, and the backend to send it to),
+receives the `Completion`, parses it with one repair, yields a second `Chat` to re-ask once
+if that failed, and returns the value with a `PolicyCall` record that the interaction log
+stores and the trainer later reads back (messages, raw output, token counts, logprobs when
+asked for). Whoever drives the steps does the I/O: the clients' pipelines (blocking or
+awaited), `run` / `arun` for a policy on its own, and the trainers (which answer a `Chat`
+with a sampled group instead).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from memsdk.errors import PolicyError, PolicyUnavailable
+from memsdk.errors import PolicyError
 from memsdk.llm.base import AsyncLLMBackend, Choice, Completion, LLMBackend, SamplingParams
 from memsdk.policies.parsing import Parsed, parse
 from memsdk.policies.prompts import PromptTemplate
 from memsdk.policies.schemas import json_schema
 
-__all__ = ["Request", "PolicyConfig", "PolicyCall", "PolicyStats", "LLMCaller", "fall_back", "afall_back"]
+__all__ = ["Request", "Chat", "Call", "Steps", "Done", "resume", "chat", "achat", "acall", "PolicyConfig", "PolicyCall", "PolicyStats", "LLMCaller", "run", "arun"]
 
 log = logging.getLogger("memsdk.policies")
 T = TypeVar("T", bound=BaseModel)
@@ -47,6 +52,98 @@ class Request:
     @property
     def options(self) -> dict[str, Any]:
         return {"params": self.params, "model": self.model, "schema": self.schema}
+
+
+@dataclass(frozen=True)
+class Chat:
+    """The one effect a policy yields: send ``request`` to ``backend``; its result is the
+    `Completion` (a backend failure is thrown back in at the yield)."""
+
+    backend: Any
+    request: Request
+
+
+@dataclass(frozen=True)
+class Call:
+    """The effect of a policy whose code is someone else's (`custom`): run ``fn(*args, **kwargs)``.
+    The sync client calls it; the async one awaits ``afn`` (its async twin) when there is one,
+    else runs ``fn`` in a worker thread so the event loop never blocks on it."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    afn: Callable[..., Awaitable[Any]] | None = None
+
+
+R = TypeVar("R")
+#: a policy's decision as steps: yields `Chat` (or `Call`) effects, receives their results, returns R
+Steps = Generator[Chat | Call, Any, R]
+
+
+def chat(effect: Chat) -> Completion:
+    """A `Chat` effect with a blocking backend."""
+    return effect.backend.chat(effect.request.messages, **effect.request.options)  # type: ignore[no-any-return]
+
+
+async def achat(effect: Chat) -> Completion:
+    """A `Chat` effect with an async backend."""
+    return await effect.backend.chat(effect.request.messages, **effect.request.options)  # type: ignore[no-any-return]
+
+
+async def acall(effect: Call) -> Any:
+    if effect.afn is not None:
+        return await effect.afn(*effect.args, **effect.kwargs)
+    return await asyncio.to_thread(effect.fn, *effect.args, **effect.kwargs)
+
+
+@dataclass(frozen=True)
+class Done:
+    """Steps that have returned ``value``."""
+
+    value: Any
+
+
+def resume(steps: Generator[Any, Any, Any], result: Any = None, error: BaseException | None = None) -> Any:
+    """Hand steps their last effect's result (or throw that effect's error into them) and get
+    the next effect, or `Done` when they return. Every driver steps generators with it: the
+    clients, `drive`, `run` and `arun`."""
+    try:
+        return steps.throw(error) if error is not None else steps.send(result)
+    except StopIteration as done:
+        return Done(done.value)
+
+
+def _execute(effect: Chat | Call) -> Any:
+    return chat(effect) if isinstance(effect, Chat) else effect.fn(*effect.args, **effect.kwargs)
+
+
+def _after(steps: Steps[Any], effect: Chat | Call) -> Any:
+    try:
+        result = _execute(effect)
+    except Exception as exc:  # thrown in: the policy decides what a failed request costs
+        return resume(steps, error=exc)
+    return resume(steps, result)
+
+
+def run(steps: Steps[R]) -> R:
+    """Drive a policy's steps with blocking calls (a policy used on its own)."""
+    step = resume(steps)
+    while not isinstance(step, Done):
+        step = _after(steps, step)
+    return step.value  # type: ignore[no-any-return]
+
+
+async def arun(steps: Steps[R]) -> R:
+    """`run` with the calls awaited (an `AsyncLLMBackend`)."""
+    step = resume(steps)
+    while not isinstance(step, Done):
+        try:
+            result = await (achat(step) if isinstance(step, Chat) else acall(step))
+        except Exception as exc:
+            step = resume(steps, error=exc)
+            continue
+        step = resume(steps, result)
+    return step.value  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -154,7 +251,7 @@ class LLMCaller(Generic[T]):
             log.warning("%s: unparseable output (%s): %.200r", call.policy_version, call.failure, call.raw_output)
         return call
 
-    def prepare(self, backend: LLMBackend | AsyncLLMBackend, **values: str) -> Request:
+    def request(self, backend: LLMBackend | AsyncLLMBackend, **values: str) -> Request:
         """The request the policy sends for these prompt values.
 
         Without constrained decoding a small model often answers in prose; starting its
@@ -187,65 +284,32 @@ class LLMCaller(Generic[T]):
         messages = [*messages, {"role": "assistant", "content": self.reply_text(request, first)[:2000]}, {"role": "user", "content": REASK.format(error=error)}]
         return Request(messages, "", request.params, request.model, request.schema)
 
-    def call(self, backend: LLMBackend, **values: str) -> tuple[T | None, PolicyCall]:
-        """Ask, parse, maybe re-ask once. Backend failures propagate as PolicyError."""
-        request = self.prepare(backend, **values)
+    def steps(self, backend: LLMBackend | AsyncLLMBackend, **values: str) -> Steps[tuple[T | None, PolicyCall]]:
+        """Ask, parse, maybe re-ask once. Backend failures are thrown in and propagate."""
+        request = self.request(backend, **values)
         started = time.perf_counter()
-        completions = [_checked(backend.chat(request.messages, **request.options))]
+        completions = [_checked((yield Chat(backend, request)))]
         parsed = parse(self.reply_text(request, completions[0].choices[0]), self.schema)
         if not parsed.ok and self.reask:
             again = self._reask(request, completions[0].choices[0], parsed.error)
-            completions.append(_checked(backend.chat(again.messages, **again.options)))
+            completions.append(_checked((yield Chat(backend, again))))
             parsed = parse(self.reply_text(again, completions[-1].choices[0]), self.schema)
         return parsed.value, self._record(backend, request, completions, parsed, started)
 
-    async def acall(self, backend: AsyncLLMBackend, **values: str) -> tuple[T | None, PolicyCall]:
-        request = self.prepare(backend, **values)
-        started = time.perf_counter()
-        completions = [_checked(await backend.chat(request.messages, **request.options))]
-        parsed = parse(self.reply_text(request, completions[0].choices[0]), self.schema)
-        if not parsed.ok and self.reask:
-            again = self._reask(request, completions[0].choices[0], parsed.error)
-            completions.append(_checked(await backend.chat(again.messages, **again.options)))
-            parsed = parse(self.reply_text(again, completions[-1].choices[0]), self.schema)
-        return parsed.value, self._record(backend, request, completions, parsed, started)
+    def read(self, backend: LLMBackend | AsyncLLMBackend, request: Request, text: str) -> tuple[T | None, PolicyCall]:
+        """A whole reply to ``request`` (its prefix included: `reply_text`) parsed as `steps`
+        parses a first reply, with its record: the trainers' reading of each sampled reply
+        (no re-ask, and nothing counted in the serving stats)."""
+        parsed = parse(text, self.schema)
+        call = PolicyCall(
+            role=self.prompt.role, policy_version=self.version(backend), messages=request.messages, raw_output=text,
+            parsed=None if parsed.value is None else parsed.value.model_dump(mode="json"),
+            failure=parsed.error, repaired=parsed.repaired, salvaged=list(parsed.notes),
+        )
+        return parsed.value, call
 
 
 def _checked(completion: Completion) -> Completion:
     if not completion.choices:
         raise PolicyError("the backend returned no choices")
     return completion
-
-
-R = TypeVar("R")
-
-
-def _degraded(policy: Any, exc: PolicyUnavailable) -> None:
-    if policy.fallback is None:
-        raise exc
-    policy.stats.add("fallbacks")
-    log.warning("%s backend unavailable, using %s: %s", policy.role, type(policy.fallback).__name__, exc)
-
-
-def fall_back(policy: Any, primary: Callable[[], R], fallback: Callable[[], R]) -> R:
-    """Run ``primary``; if its backend is unavailable, run the policy's fallback (when it has one).
-
-    The fallback's result is marked ``fallback=True`` so the log shows the degraded decision.
-    """
-    try:
-        return primary()
-    except PolicyUnavailable as exc:
-        _degraded(policy, exc)
-    result = fallback()
-    result.fallback = True  # type: ignore[attr-defined]
-    return result
-
-
-async def afall_back(policy: Any, primary: Callable[[], Awaitable[R]], fallback: Callable[[], Awaitable[R]]) -> R:
-    try:
-        return await primary()
-    except PolicyUnavailable as exc:
-        _degraded(policy, exc)
-    result = await fallback()
-    result.fallback = True  # type: ignore[attr-defined]
-    return result

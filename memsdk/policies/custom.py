@@ -27,7 +27,6 @@ pipeline reports them in ``failures`` and the turn stays in the episodic tier.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -37,7 +36,7 @@ from pydantic import ValidationError
 from memsdk.errors import InvalidInput, MemsdkError, PolicyError
 from memsdk.llm.base import Completion, SamplingParams
 from memsdk.policies.answerer import UNKNOWN, Answer
-from memsdk.policies.base import PolicyCall, PolicyStats, afall_back, fall_back
+from memsdk.policies.base import Call, Chat, PolicyCall, PolicyStats, Request, Steps, run
 from memsdk.policies.extractor import Extraction
 from memsdk.policies.manager import Decision
 from memsdk.types import Op, OpType, ScoredMemory, Turn
@@ -139,23 +138,28 @@ class _Plugged:
         self.name = name or type(policy).__qualname__
         self.version = f"{self.name}@{own}" if isinstance(own, str) and own else self.name
 
-    # -- the two forms ---------------------------------------------------------------------
+    # -- the two forms, as one policy's steps ---------------------------------------------------
 
-    def _rules(self, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-        return self._coerce(self._guarded(getattr(self.policy, self.rule), *inputs, **kw), inputs, kw)
+    def steps(self, *inputs: Any, **kw: Any) -> Steps[Any]:
+        """Rules: one `Call` of the policy's method. Prompt: its request as one `Chat`, the
+        reply read by its ``read``. Either way the result is checked (`_coerce`)."""
+        if not self.prompted:
+            twin = getattr(self.policy, "a" + self.rule, None)
+            value = yield Call(self._guarded, (getattr(self.policy, self.rule), *inputs), kw, afn=self._aguarded if callable(twin) else None)
+            return self._coerce(value, inputs, kw)
+        messages, started = self._request(inputs), time.perf_counter()
+        completion = yield Chat(self.backend, Request(messages, "", self.params, self.model, None))
+        return self._read(messages, completion, started, inputs, kw)
 
-    async def _arules(self, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-        method = getattr(self.policy, "a" + self.rule, None)
-        if callable(method):
-            try:
-                value = await method(*inputs, **kw)
-            except MemsdkError:
-                raise
-            except Exception as exc:
-                raise self._raised(exc) from exc
-        else:
-            value = await asyncio.to_thread(self._guarded, getattr(self.policy, self.rule), *inputs, **kw)
-        return self._coerce(value, inputs, kw)
+    async def _aguarded(self, method: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        # the async twin of the rules method (``adecide`` for ``decide``) is awaited instead
+        twin = getattr(self.policy, "a" + method.__name__)
+        try:
+            return await twin(*args, **kw)
+        except MemsdkError:
+            raise
+        except Exception as exc:
+            raise self._raised(exc) from exc
 
     def _request(self, inputs: tuple[Any, ...]) -> list[dict[str, str]]:
         messages = self._guarded(self.policy.request, *inputs)
@@ -183,26 +187,6 @@ class _Plugged:
             call.parsed = self._summary(result)
         result.calls = [call, *result.calls]
         return result
-
-    def _prompted(self, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-        def primary() -> Any:
-            messages, started = self._request(inputs), time.perf_counter()
-            return self._read(messages, self.backend.chat(messages, params=self.params, model=self.model), started, inputs, kw)
-
-        return fall_back(self, primary, lambda: getattr(self.fallback, self.rule)(*inputs, **kw))
-
-    async def _aprompted(self, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-        async def primary() -> Any:
-            messages, started = self._request(inputs), time.perf_counter()
-            return self._read(messages, await self.backend.chat(messages, params=self.params, model=self.model), started, inputs, kw)
-
-        return await afall_back(self, primary, lambda: getattr(self.fallback, "a" + self.rule)(*inputs, **kw))
-
-    def _run(self, *inputs: Any, **kw: Any) -> Any:
-        return self._prompted(inputs, kw) if self.prompted else self._rules(inputs, kw)
-
-    async def _arun(self, *inputs: Any, **kw: Any) -> Any:
-        return await (self._aprompted(inputs, kw) if self.prompted else self._arules(inputs, kw))
 
     # -- errors and results ------------------------------------------------------------------
 
@@ -236,10 +220,7 @@ class PluggedExtractor(_Plugged):
     role, rule = "extractor", "extract"
 
     def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
-        return self._run(turn, tuple(context))  # type: ignore[no-any-return]
-
-    async def aextract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
-        return await self._arun(turn, tuple(context))  # type: ignore[no-any-return]
+        return run(self.steps(turn, tuple(context)))  # type: ignore[no-any-return]
 
     def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Extraction:
         if isinstance(value, Extraction):
@@ -262,10 +243,7 @@ class PluggedManager(_Plugged):
     role, rule = "manager", "decide"
 
     def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
-        return self._run(tuple(facts), tuple(related), source_turn_ids=tuple(source_turn_ids))  # type: ignore[no-any-return]
-
-    async def adecide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
-        return await self._arun(tuple(facts), tuple(related), source_turn_ids=tuple(source_turn_ids))  # type: ignore[no-any-return]
+        return run(self.steps(tuple(facts), tuple(related), source_turn_ids=tuple(source_turn_ids)))  # type: ignore[no-any-return]
 
     def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Decision:
         turns = tuple(kw.get("source_turn_ids", ()))
@@ -301,10 +279,7 @@ class PluggedAnswerer(_Plugged):
     role, rule = "answerer", "answer"
 
     def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
-        return self._run(question, tuple(memories))  # type: ignore[no-any-return]
-
-    async def aanswer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
-        return await self._arun(question, tuple(memories))  # type: ignore[no-any-return]
+        return run(self.steps(question, tuple(memories)))  # type: ignore[no-any-return]
 
     def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Answer:
         if isinstance(value, Answer):

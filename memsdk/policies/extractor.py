@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 
 from memsdk.dates import render_timestamp
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
-from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, afall_back, fall_back
+from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, Request, Steps, run
 from memsdk.policies.prompts import load_prompt
 from memsdk.policies.schemas import ExtractedFacts
 from memsdk.types import Turn
@@ -29,11 +29,12 @@ class Extraction:
 
 @runtime_checkable
 class Extractor(Protocol):
+    """What the pipeline calls: ``extract`` for a policy without a model, or ``steps`` (the
+    same decision as `base.Steps`, yielding its model requests) for an LLM policy."""
+
     role: str
 
     def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction: ...
-
-    async def aextract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction: ...
 
 
 def render_turn(turn: Turn, limit: int = CONTEXT_CHARS) -> str:
@@ -43,8 +44,8 @@ def render_turn(turn: Turn, limit: int = CONTEXT_CHARS) -> str:
 class LLMExtractor:
     """The Memory-R1 extractor: one call per turn, JSON ``{"facts": [...]}``.
 
-    With ``fallback`` set, a dead backend degrades to that policy instead of failing the
-    turn; without it, `PolicyUnavailable` propagates so the caller decides.
+    With ``fallback`` set, the pipeline degrades to that policy while the backend is dead
+    instead of failing the turn; without it, `PolicyUnavailable` reaches the pipeline.
     """
 
     role = "extractor"
@@ -85,17 +86,15 @@ class LLMExtractor:
             self.stats.add("fragment_facts", len(value.facts) - len(facts))
         return Extraction(facts, [call])
 
+    def request(self, turn: Turn, context: Sequence[Turn] = ()) -> Request:
+        return self.caller.request(self.backend, **self.prompt_values(turn, context))
+
+    def steps(self, turn: Turn, context: Sequence[Turn] = ()) -> Steps[Extraction]:
+        return self._finish(*(yield from self.caller.steps(self.backend, **self.prompt_values(turn, context))))
+
     def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
-        def primary() -> Extraction:
-            return self._finish(*self.caller.call(self.backend, **self.prompt_values(turn, context)))  # type: ignore[arg-type]
-
-        return fall_back(self, primary, lambda: self.fallback.extract(turn, context))  # type: ignore[union-attr]
-
-    async def aextract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
-        async def primary() -> Extraction:
-            return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(turn, context)))  # type: ignore[arg-type]
-
-        return await afall_back(self, primary, lambda: self.fallback.aextract(turn, context))  # type: ignore[union-attr]
+        """`steps` run with blocking calls (a script, a test); the clients drive `steps`."""
+        return run(self.steps(turn, context))
 
 
 class ChunkExtractor(LLMExtractor):
@@ -112,6 +111,3 @@ class ChunkExtractor(LLMExtractor):
 
     def extract_chunk(self, chunk: Sequence[Turn]) -> Extraction:
         return self.extract(chunk[-1], chunk[:-1])
-
-    async def aextract_chunk(self, chunk: Sequence[Turn]) -> Extraction:
-        return await self.aextract(chunk[-1], chunk[:-1])

@@ -55,9 +55,6 @@ class HeuristicExtractor:
         when = f" (on {render_timestamp(turn.timestamp)})" if turn.timestamp else ""
         return Extraction([f"{turn.speaker}{when}: {turn.text.strip()[: self.max_chars]}"])
 
-    async def aextract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
-        return self.extract(turn, context)
-
 
 @dataclass
 class HeuristicManager:
@@ -84,9 +81,6 @@ class HeuristicManager:
                 ops.append(Op.add(fact, source_turn_ids=turns))
         return Decision(ops)
 
-    async def adecide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
-        return self.decide(facts, related, source_turn_ids=source_turn_ids)
-
 
 @dataclass
 class ExtractiveAnswerer:
@@ -106,6 +100,3 @@ class ExtractiveAnswerer:
             return Answer(UNKNOWN, [])
         new = [w for w in _words(_HEADER.sub("", best.record.text)) if _key(w) not in asked and w not in STOPWORDS]
         return Answer(" ".join(new[: self.max_words]) or UNKNOWN, [best.record])
-
-    async def aanswer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
-        return self.answer(question, memories)

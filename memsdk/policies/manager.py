@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
-from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, afall_back, fall_back
+from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, Request, Steps, run
 from memsdk.policies.prompts import load_prompt
 from memsdk.policies.schemas import ManagerDecision
 from memsdk.types import Op, OpType, ScoredMemory, Tier, check_text
@@ -35,11 +35,11 @@ class Decision:
 
 @runtime_checkable
 class Manager(Protocol):
+    """``decide`` for a policy without a model; an LLM policy also has ``steps`` (see `Extractor`)."""
+
     role: str
 
     def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision: ...
-
-    async def adecide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision: ...
 
 
 @dataclass(frozen=True)
@@ -239,23 +239,23 @@ class LLMManager:
         self.stats.add("first_memory_adds", len(texts))
         return Decision([Op.add(t, source_turn_ids=tuple(turns)) for t in texts])
 
+    def request(self, facts: Sequence[str], related: Sequence[ScoredMemory]) -> Request:
+        return self.caller.request(self.backend, **self.prompt_values(facts, related))
+
+    def read(self, request: Request, text: str, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
+        """A sampled reply to `request` (its whole text: `LLMCaller.reply_text`) as the decision
+        serving would make of it: the trainers' reading, with the parser, guard and finish of `steps`."""
+        return self._finish(*self.caller.read(self.backend, request, text), facts, related, source_turn_ids)
+
+    def steps(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Steps[Decision]:
+        if not related:
+            return self._first_memories(facts, source_turn_ids)
+        value, call = yield from self.caller.steps(self.backend, **self.prompt_values(facts, related))
+        return self._finish(value, call, facts, related, source_turn_ids)
+
     def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
-        if not related:
-            return self._first_memories(facts, source_turn_ids)
-
-        def primary() -> Decision:
-            return self._finish(*self.caller.call(self.backend, **self.prompt_values(facts, related)), facts, related, source_turn_ids)  # type: ignore[arg-type]
-
-        return fall_back(self, primary, lambda: self.fallback.decide(facts, related, source_turn_ids=source_turn_ids))  # type: ignore[union-attr]
-
-    async def adecide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
-        if not related:
-            return self._first_memories(facts, source_turn_ids)
-
-        async def primary() -> Decision:
-            return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(facts, related)), facts, related, source_turn_ids)  # type: ignore[arg-type]
-
-        return await afall_back(self, primary, lambda: self.fallback.adecide(facts, related, source_turn_ids=source_turn_ids))  # type: ignore[union-attr]
+        """`steps` run with blocking calls (a script, a test); the clients drive `steps`."""
+        return run(self.steps(facts, related, source_turn_ids=source_turn_ids))
 
 
 class ChunkManager(LLMManager):

@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 from memsdk.dates import render_timestamp
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
-from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
+from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, Request, Steps, run
 from memsdk.policies.extractor import MAX_TURN_CHARS, render_turn
 from memsdk.policies.manager import OpGuard, alias_problem, grounded, valid_text
 from memsdk.policies.prompts import load_prompt
@@ -43,11 +43,11 @@ class Written:
 
 @runtime_checkable
 class Writer(Protocol):
+    """An LLM policy: ``steps`` yields its model requests (`base.Steps`)."""
+
     role: str
 
-    def write(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written: ...
-
-    async def awrite(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written: ...
+    def steps(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Steps[Written]: ...
 
 
 def render_tiered(memories: Sequence[ScoredMemory]) -> str:
@@ -127,9 +127,8 @@ class LLMWriter:
         when = chunk[0].timestamp if chunk else None
         return {"memories": render_tiered(memories), "chunk": cls.chunk_text(chunk), "timestamp": render_timestamp(when) if when else "unknown"}
 
-    def read(self, value: WriterCalls | None, notes: Sequence[str], error: str | None, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
-        """A parsed reply (`parsing.parse`: value, notes, error) as ops and a note per refused
-        call: the one reading of a reply that serving and the Mem-alpha recipe share."""
+    def _written(self, value: WriterCalls | None, notes: Sequence[str], error: str | None, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
+        """A parsed reply (`parsing.parse`: value, notes, error) as ops and a note per refused call."""
         if value is None:
             return Written([], [], [f"unparseable output: {error}"])
         dropped = [f"calls: {n}" for n in notes if n.startswith("calls[") and ": dropped (" in n]
@@ -139,15 +138,25 @@ class LLMWriter:
         return Written(ops, [], dropped + rejected)
 
     def _finish(self, value: WriterCalls | None, call: PolicyCall, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
-        written = self.read(value, call.salvaged, call.failure, chunk, memories)
+        written = self._written(value, call.salvaged, call.failure, chunk, memories)
         written.calls.append(call)
         if written.rejected:
             self.stats.add("rejected_calls", len(written.rejected))
             call.failure = "; ".join(written.rejected)
         return written
 
-    def write(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
-        return self._finish(*self.caller.call(self.backend, **self.prompt_values(chunk, memories)), chunk, memories)  # type: ignore[arg-type]
+    def request(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Request:
+        return self.caller.request(self.backend, **self.prompt_values(chunk, memories))
 
-    async def awrite(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
-        return self._finish(*await self.caller.acall(self.backend, **self.prompt_values(chunk, memories)), chunk, memories)  # type: ignore[arg-type]
+    def read(self, request: Request, text: str, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
+        """A sampled reply to `request` (its whole text) as serving would apply it: the one
+        reading of a reply that serving and the Mem-alpha recipe share."""
+        return self._finish(*self.caller.read(self.backend, request, text), chunk, memories)
+
+    def steps(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Steps[Written]:
+        value, call = yield from self.caller.steps(self.backend, **self.prompt_values(chunk, memories))
+        return self._finish(value, call, chunk, memories)
+
+    def write(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
+        """`steps` run with blocking calls (a script, a test); the clients drive `steps`."""
+        return run(self.steps(chunk, memories))

@@ -18,6 +18,9 @@ from memsdk.policies import (
     load_prompt,
     memory_r2_policies,
 )
+from memsdk.client.pipeline import decided
+from memsdk.llm.base import Choice, Completion
+from memsdk.policies.base import Chat, arun, run
 from memsdk.policies.schemas import ManagerDecision, json_schema
 from memsdk.types import OpType, Turn
 
@@ -150,7 +153,7 @@ def test_a_prompt_over_the_context_is_asked_again_with_the_better_half_of_the_me
     assert a.text == "Buddy" and [r.id for r in a.evidence] == [ranked[0].record.id]  # index 0 of what was shown
     assert backend.shown == [60, 30, 15, 7] and answerer.stats["context_trims"] == 3
     async_backend = AsyncSmallContext('{"answer": "Buddy", "evidence": [0]}', fits=10)
-    assert asyncio.run(LLMAnswerer(async_backend).aanswer("What is the dog's name?", ranked)).text == "Buddy"
+    assert asyncio.run(arun(LLMAnswerer(async_backend).steps("What is the dog's name?", ranked))).text == "Buddy"
     assert async_backend.shown == [60, 30, 15, 7]
 
 
@@ -176,23 +179,40 @@ def test_constrained_decoding_sends_the_schema_only_when_supported(memories) -> 
 
 
 def test_dead_backend_falls_back_to_the_heuristic_and_says_so(memories) -> None:
+    # fallback is the pipeline's concern (`decided`): a policy on its own only raises
     ex = LLMExtractor(ScriptedBackend(down=True), fallback=HeuristicExtractor())
-    result = ex.extract(TURN)
+    with pytest.raises(PolicyUnavailable):
+        ex.extract(TURN)
+    result = run(decided(ex, "extract", TURN, ()))
     assert result.fallback and result.facts == ["Caroline (on 8 May 2023): " + TURN.text]
     assert ex.stats["fallbacks"] == 1
     with pytest.raises(PolicyUnavailable):
-        LLMManager(ScriptedBackend(down=True)).decide(["x"], memories)  # no fallback: the caller decides
-    d = LLMManager(ScriptedBackend(down=True), fallback=HeuristicManager()).decide(["Adopted a dog named Scout"], memories)
+        run(decided(LLMManager(ScriptedBackend(down=True)), "decide", ["x"], memories))  # no fallback: the caller decides
+    d = run(decided(LLMManager(ScriptedBackend(down=True), fallback=HeuristicManager()), "decide", ["Adopted a dog named Scout"], memories))
     assert d.fallback and d.ops[0].op is OpType.ADD
 
 
-def test_async_policies_match_the_sync_ones(memories) -> None:
+def test_one_set_of_steps_runs_blocking_or_awaited(memories) -> None:
     reply = '{"ops": [{"op": "UPDATE", "id": 0, "text": "Has two dogs, Buddy and Scout"}]}'
     sync = LLMManager(ScriptedBackend(reply)).decide(["Adopted Scout"], memories)
-    async_ = asyncio.run(LLMManager(AsyncScripted(reply)).adecide(["Adopted Scout"], memories))
+    async_ = asyncio.run(arun(LLMManager(AsyncScripted(reply)).steps(["Adopted Scout"], memories)))
     assert [(o.op, o.target, o.text) for o in sync.ops] == [(o.op, o.target, o.text) for o in async_.ops]
-    a = asyncio.run(LLMAnswerer(AsyncScripted('{"evidence": [1], "answer": "Paris"}')).aanswer("Where?", memories))
+    a = asyncio.run(arun(LLMAnswerer(AsyncScripted('{"evidence": [1], "answer": "Paris"}')).steps("Where?", memories)))
     assert a.text == "Paris"
+
+
+def test_a_policy_does_no_io_it_yields_its_requests(memories) -> None:
+    backend = ScriptedBackend()
+    steps = LLMManager(backend).steps(["Adopted Scout"], memories)
+    first = next(steps)
+    assert isinstance(first, Chat) and first.backend is backend and backend.requests == []  # nothing was sent
+    assert first.request.messages[-1]["role"] == "assistant"  # the response prefix
+    whole = '{"ops": [{"op": "NOOP"}]}'
+    assert whole.startswith(first.request.prefix)  # the model continues the prefix
+    reply = Completion(model="m", choices=[Choice(text=whole[len(first.request.prefix) :], finish_reason="stop")])
+    with pytest.raises(StopIteration) as done:
+        steps.send(reply)
+    assert done.value.value.ops == [] and done.value.value.calls[0].raw_output == whole
 
 
 def test_policy_call_records_what_training_needs(memories) -> None:

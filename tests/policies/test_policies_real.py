@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from memsdk.policies.base import arun
 from memsdk.errors import ModelNotFound
 from memsdk.llm import Completion, SamplingParams
 from memsdk.policies import (
@@ -200,10 +201,10 @@ async def run_async(backend: Any, model: str, label: str, stats: PolicyStats, an
     extractor = LLMExtractor(backend, config(EXTRACTOR), stats=stats)
     related, bank = buddy_memories(), bank_memories()
     scout, hostile, answer, extraction = await asyncio.gather(
-        manager.adecide([SCOUT], related),
-        manager.adecide([HOSTILE], bank),
-        answerer.aanswer(QUESTION, bank),
-        extractor.aextract(TURN, CONTEXT),
+        arun(manager.steps([SCOUT], related)),
+        arun(manager.steps([HOSTILE], bank)),
+        arun(answerer.steps(QUESTION, bank)),
+        arun(extractor.steps(TURN, CONTEXT)),
     )
     show(label, scout)
     check_decision(scout, related, guard, "manager", model)

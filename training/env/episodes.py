@@ -8,6 +8,7 @@ One rollout over sessions S_1..S_T (memory M starts empty):
             F   = extractor(C)                                  ChunkExtractor, one call
             ops = manager(F, related(M, F))                     ChunkManager, same backend and model
             M   = T(M, ops)                                     MemoryBank.apply
+                                                                (the three: the runtime's `ingest_steps`)
         R_t = QA-F1(M, Q_t) - lambda_comp * Comp(M, t)          rewards.memory_r2.session_reward
 
 Local re-rolls (LoGo-GRPO): fork anchor_t and run S_t again m times. They sample at the
@@ -28,14 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from memsdk.bank import BankLimits, BankSnapshot, MemoryBank
+from memsdk.client.pipeline import ActivePolicies, drive, ingest_steps
 from memsdk.embedding import Embedder
 from memsdk.llm.base import Completion, LLMBackend, Message, SamplingParams
 from memsdk.policies import Answerer, PolicyCall, PolicyConfig, memory_r2_policies
-from memsdk.types import Actor, Scope, Turn
+from memsdk.types import Scope, Turn
 
 from ..rewards.memory_r2 import SessionRewardConfig, compression_penalty, session_reward
-from .judge import QAOutcome, answer_questions, mean_score, sample_qa
-from .manager_env import apply_ops, retrieve_related
+from .answering import QAOutcome, answer_questions, mean_score, sample_qa
 from .state import QAItem
 
 __all__ = [
@@ -230,23 +231,15 @@ class EpisodeRunner:
     def _session(self, bank: MemoryBank, backend: LLMBackend, episode: Episode, t: int, qa: tuple[QAItem, ...], seen: Sequence[int]) -> SessionOutcome:
         scope = episode.scope
         extractor, manager = memory_r2_policies(backend, self.policy)
-        actor = Actor(role=manager.role, version=manager.caller.version(backend))
+        policies = ActivePolicies(extractor, manager, self.answerer, versions={"manager": manager.caller.version(backend)})
         before = bank.snapshot(scope)
         calls: list[PolicyCall] = []
         rejected: list[str] = []
         for chunk in chunks(episode.sessions[t].turns, self.config.chunk_turns):
-            extraction = extractor.extract_chunk(chunk)
-            calls += extraction.calls
-            if not extraction.facts:
-                continue  # nothing worth remembering: the runtime asks the manager nothing either
-            related = retrieve_related(bank, scope, extraction.facts, self.config.related_k)
-            turn_ids = [turn.turn_id for turn in chunk if turn.turn_id is not None]
-            decision = manager.decide(extraction.facts, related, source_turn_ids=turn_ids)
-            calls += decision.calls
-            rejected += decision.rejected
-            _, error = apply_ops(bank, scope, decision.ops, actor)
-            if error is not None:
-                rejected.append(f"apply: {error}")
+            # the runtime's ingest loop on a chunk: one extractor call, the facts decided together
+            outcome = drive(ingest_steps(chunk, (), scope, policies, self.config.related_k, episodic=False, together=True), bank)
+            calls += outcome.calls
+            rejected += outcome.failures
         answers = answer_questions(bank, scope, qa, self.answerer, top_k=self.config.answer_k, metric="f1")
         qa_f1 = mean_score(answers)  # QA(M, Q_t): mean token F1, 0.0 without questions
         memory_tokens = sum(self.count_tokens(r.text) for r in bank.list(scope))

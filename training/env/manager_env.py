@@ -23,17 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memsdk.bank import BankLimits, BankSnapshot, MemoryBank, Transition
+from memsdk.client.pipeline import drive, related_steps
 from memsdk.embedding import Embedder
 from memsdk.errors import Conflict, InvalidInput, MemoryNotFound
 from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.policies import Answerer, LLMManager
-from memsdk.policies.parsing import parse
-from memsdk.policies.manager import to_ops
 from memsdk.policies.base import Request
-from memsdk.policies.schemas import ManagerDecision
-from memsdk.types import Actor, Op, Scope, ScoredMemory, Tier
+from memsdk.types import Actor, Op, Scope, ScoredMemory
 
-from .judge import Metric, QAOutcome, answer_questions, mean_score, sample_qa
+from ..rewards.memory_r1 import manager_reward
+from .answering import Metric, QAOutcome, answer_questions, mean_score, sample_qa
 from .state import MemoryState
 
 __all__ = ["EnvConfig", "Observation", "StepResult", "Rollout", "Group", "ManagerEnv", "retrieve_related", "apply_ops"]
@@ -113,16 +112,10 @@ class Group:
 
 
 def retrieve_related(bank: MemoryBank, scope: Scope, facts: Sequence[str], k: int) -> list[ScoredMemory]:
-    """The k semantic memories most similar to any of ``facts``: per-fact top-k, merged by
-    best score. For one fact this is exactly the runtime's lookup, ``bank.search(scope, fact,
-    limit=k, tier="semantic")``: the manager never sees (or rewrites) episodic turns.
-    """
-    best: dict[object, ScoredMemory] = {}
-    for fact in facts:
-        for hit in bank.search(scope, fact, limit=k, tier=Tier.SEMANTIC):
-            if hit.record.id not in best or hit.score > best[hit.record.id].score:
-                best[hit.record.id] = hit
-    return sorted(best.values(), key=lambda h: -h.score)[:k]
+    """The memories the runtime shows the manager for ``facts`` (`related_steps`: per-fact
+    top-k semantic memories merged by best score; for one fact, exactly ``bank.search(scope,
+    fact, limit=k, tier="semantic")``): the manager never sees (or rewrites) episodic turns."""
+    return drive(related_steps(scope, facts, k), bank)  # type: ignore[no-any-return]
 
 
 def apply_ops(bank: MemoryBank, scope: Scope, ops: Sequence[Op], actor: Actor) -> tuple[Transition | None, str | None]:
@@ -158,7 +151,7 @@ class ManagerEnv:
         The trainer scores the exact text the policy saw, the aliases in it are the ones
         `to_ops` maps back, and a warm start's targets are framed by the same prefix and stop.
         """
-        return self.manager.caller.prepare(self.manager.backend, **self.manager.prompt_values(state.facts, related))
+        return self.manager.request(state.facts, related)
 
     def _render(self, state: MemoryState, related: Sequence[ScoredMemory]) -> tuple[Message, ...]:
         return tuple(self.request(state, related).messages)
@@ -173,21 +166,20 @@ class ManagerEnv:
 
     def step(self, state: MemoryState, policy_output: str) -> StepResult:
         bank, related = self._fork(state)
-        parsed = parse(policy_output, ManagerDecision)
-        ops: list[Op] = []
-        rejected: list[str] = []
-        if parsed.value is not None:
-            ops, rejected = to_ops(parsed.value, related, facts=state.facts, source_turn_ids=state.source_turn_ids, guard=self.manager.guard)
+        # the runtime's own reading of a reply: its parser, guard and finish (`LLMManager.read`)
+        decision = self.manager.read(self.request(state, related), policy_output, state.facts, related, source_turn_ids=state.source_turn_ids)
+        parse_error = decision.calls[0].failure if decision.calls[0].parsed is None else None
+        ops, rejected = decision.ops, ([] if parse_error else decision.rejected)
         transition, apply_error = apply_ops(bank, state.scope, ops, self.actor)
         answers = answer_questions(bank, state.scope, state.qa, self.answerer, top_k=self.config.answer_k, metric=self.config.metric)
-        valid = parsed.error is None and not rejected and apply_error is None
+        valid = parse_error is None and not rejected and apply_error is None
         return StepResult(
-            reward=mean_score(answers) + self.config.format_reward * valid,
+            reward=manager_reward(mean_score(answers), valid, self.config.format_reward),
             answers=answers,
             bank=bank.snapshot(state.scope),
             ops=tuple(ops) if transition is not None else (),
             transition=transition,
-            parse_error=parsed.error,
+            parse_error=parse_error,
             rejected=tuple(rejected),
             apply_error=apply_error,
         )

@@ -5,9 +5,9 @@
 
 A step is the runtime's `write_steps` (chunk into the episodic tier, core + related semantic
 memories shown, the calls applied one op per `MemoryBank.apply`), driven here against an
-in-memory bank; only the `Write` effect differs: the reply is sampled from the policy being
-trained and read by the runtime's own `LLMWriter.read`. So R2_t is exactly the share of
-calls the runtime would have executed.
+in-memory bank; only the writer's `Chat` effect is answered differently: the reply is
+sampled from the policy being trained, and the runtime's own writer reads it. So R2_t is
+exactly the share of calls the runtime would have executed.
 
 - R1: QA over the final memory through the frozen retriever (`retrieve_steps`, as `answer`
   retrieves) and the frozen answerer, shared by every step of the rollout.
@@ -20,29 +20,26 @@ calls the runtime would have executed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memsdk.bank import MemoryBank
-from memsdk.client.pipeline import Apply, Search, Write, WriteOutcome, resume, Done, retrieve_steps, write_steps
+from memsdk.client.pipeline import WriteOutcome, drive, retrieve_steps, write_steps
 from memsdk.embedding import Embedder
-from memsdk.errors import MemsdkError
 from memsdk.interactions.types import AppliedOp
-from memsdk.llm.base import LLMBackend, SamplingParams
-from memsdk.policies import Answerer, LLMWriter, Written
+from memsdk.llm.base import Completion, LLMBackend, SamplingParams
+from memsdk.policies.base import Chat
+from memsdk.policies import Answerer, LLMWriter
 from memsdk.policies.manager import grounded
-from memsdk.policies.parsing import parse
-from memsdk.policies.schemas import WriterCalls
 from memsdk.store.memory import InMemoryTransport
 from memsdk.types import ScoredMemory, Tier
 
-from ..rewards import MemAlphaConfig, compression_reward, content_validity, format_validity, mem_alpha_reward
-from ..rewards.qa import exact_match, token_f1
+from ..rewards import QA_METRICS, MemAlphaConfig, Metric, compression_reward, content_validity, format_validity, mem_alpha_reward, mean_qa_score
 from .episodes import Episode, chunks
 from .state import QAItem
 
-__all__ = ["CallJudge", "Frozen", "WriterStep", "WriterRollout", "drive", "grounded_judge", "llm_judge", "qa_score", "roll_out", "VERSION"]
+__all__ = ["CallJudge", "Frozen", "WriterStep", "WriterRollout", "grounded_judge", "llm_judge", "qa_score", "roll_out", "VERSION"]
 
 #: the writer actor's version inside training rollouts (history says who wrote what)
 VERSION = "training"
@@ -75,27 +72,6 @@ def llm_judge(backend: LLMBackend, model: str | None = None) -> CallJudge:
         return reply.choices[0].text.strip().lower().startswith("yes")
 
     return judge
-
-
-def drive(steps: Generator[Any, Any, Any], bank: MemoryBank, write: Callable[[Write], Written] | None = None) -> Any:
-    """Run a pipeline against ``bank`` with blocking calls, as `MemoryClient` does (a failed
-    effect is thrown back into the pipeline); ``write`` answers `Write` effects."""
-    step = resume(steps)
-    while not isinstance(step, Done):
-        try:
-            if isinstance(step, Search):
-                result: Any = [h for scope in step.scopes for h in bank.search(scope, step.query, limit=step.limit_each, tier=step.tier, hybrid=step.hybrid)]
-            elif isinstance(step, Apply):
-                result = bank.apply(step.scope, step.ops, actor=step.actor)
-            elif isinstance(step, Write) and write is not None:
-                result = write(step)
-            else:
-                raise TypeError(f"this driver cannot run {step!r}")
-        except MemsdkError as exc:
-            step = resume(steps, error=exc)
-            continue
-        step = resume(steps, result)
-    return step.value
 
 
 @dataclass(frozen=True)
@@ -138,22 +114,20 @@ class Frozen:
     embedder: Embedder
     answerer: Answerer
     judge: CallJudge
-    metric: str = "f1"
+    metric: Metric = "f1"
     answer_k: int = 30
     related_k: int = 5
     chunk_turns: int = 4
 
 
 def qa_score(bank: MemoryBank, episode: Episode, questions: Sequence[QAItem], frozen: Frozen) -> float:
-    """R1: the mean EM / F1 of the frozen answerer over what `answer` would retrieve."""
-    if not questions:
-        return 0.0
-    score = token_f1 if frozen.metric == "f1" else exact_match
-    total = 0.0
+    """R1: QA(M, Q) (`rewards.qa`) of the frozen answerer over what `answer` would retrieve."""
+    score = QA_METRICS[frozen.metric]
+    scores = []
     for item in questions:
         shown: list[ScoredMemory] = drive(retrieve_steps(item.question, [episode.scope], frozen.answer_k), bank)
-        total += float(score(frozen.answerer.answer(item.question, shown).text, item.answer))
-    return total / len(questions)
+        scores.append(score(frozen.answerer.answer(item.question, shown).text, item.answer))
+    return mean_qa_score(scores)
 
 
 def roll_out(episode: Episode, writer: LLMWriter, render: Callable[[list[dict[str, str]]], str], params: SamplingParams, frozen: Frozen, questions: Sequence[QAItem]) -> WriterRollout:
@@ -170,18 +144,20 @@ def roll_out(episode: Episode, writer: LLMWriter, render: Callable[[list[dict[st
             sampled: dict[str, Any] = {}
             seed = (params.seed or 0) + len(steps)  # a step's own seed: the steps of a rollout differ
 
-            def sample(effect: Write) -> Written:
-                request = writer.caller.prepare(writer.backend, **writer.prompt_values(effect.chunk, effect.memories))
+            def sample(effect: Chat) -> Completion:
+                # the writer's own request, sampled with the trainer's settings; the runtime's
+                # writer then reads the reply and the pipeline applies it
+                request = effect.request
                 options = params.model_copy(update={"n": 1, "seed": seed, "stop": request.params.stop})
-                choice = writer.backend.chat(request.messages, params=options, model=request.model).choices[0]  # type: ignore[union-attr]
-                text = writer.caller.reply_text(request, choice)
-                parsed = parse(text, WriterCalls)
-                sampled.update(prompt=render(request.messages), token_ids=tuple(choice.token_ids or ()), text=text, failed=not parsed.ok)
-                return writer.read(parsed.value, parsed.notes, parsed.error, effect.chunk, effect.memories)
+                completion: Completion = effect.backend.chat(request.messages, params=options, model=request.model)
+                choice = completion.choices[0]
+                sampled.update(prompt=render(request.messages), token_ids=tuple(choice.token_ids or ()), text=writer.caller.reply_text(request, choice))
+                return completion
 
             outcome: WriteOutcome = drive(write_steps(chunk, episode.scope, writer, frozen.related_k, version=VERSION), bank, sample)
             if not sampled:  # every turn was a forget request or a correction: no writer call
                 continue
+            sampled["failed"] = outcome.calls[-1].parsed is None
             chunk_text = LLMWriter.chunk_text(chunk)
             applied = iter(outcome.ops)  # one applied op per executed call, in order
             valid = [frozen.judge(chunk_text, next(applied)) if ok else False for ok in outcome.executed]

@@ -22,11 +22,9 @@ from memsdk.embedding import Embedder
 from memsdk.eval.replay import AnswerCase, answer_cases
 from memsdk.llm.base import SamplingParams
 from memsdk.policies import UNKNOWN, LLMAnswerer, PolicyConfig
-from memsdk.policies.parsing import parse
-from memsdk.policies.schemas import AnswerOut
 
 from ..env import conversation, locomo_qa, locomo_sessions
-from ..rewards import exact_match, token_f1
+from ..rewards import QA_METRICS, exact_match, token_f1
 from .config import AnswererGRPOConfig
 from .grpo import GRPORecipe, RecipeData, Sampled, SampledGroup
 from .grpo_manager import make_embedder
@@ -34,9 +32,6 @@ from .policy import Policy
 from .rollouts import RolloutEngine
 
 __all__ = ["AnswerState", "answer_states", "AnswererGroups", "AnswererGRPORecipe"]
-
-_METRICS = {"em": exact_match, "f1": token_f1}
-
 
 #: a state is the runtime's gate state: the answerer is trained and gated on the same shape
 AnswerState = AnswerCase
@@ -53,27 +48,19 @@ class AnswererGroups:
     """`GroupEnv` for the answerer: replies parsed as the runtime parses them, scored against the gold."""
 
     def __init__(self, answerer: LLMAnswerer, policy: Policy, metric: str) -> None:
-        self.answerer, self.policy, self.score = answerer, policy, _METRICS[metric]
+        self.answerer, self.policy, self.score = answerer, policy, QA_METRICS[metric]
 
     def key(self, state: AnswerState) -> str:
         return state.key
 
-    def answer_text(self, reply: str) -> tuple[str, bool]:
-        """The runtime's reading of a reply: parse (with its repair), cut to max_answer_words."""
-        parsed = parse(reply, AnswerOut)
-        if parsed.value is None:
-            return UNKNOWN, True
-        return " ".join(parsed.value.answer.split()[: self.answerer.max_answer_words]) or UNKNOWN, False
-
     def sample(self, state: AnswerState, params: SamplingParams, *, seed: int) -> SampledGroup:
-        caller, backend = self.answerer.caller, self.answerer.backend
-        request = caller.prepare(backend, **LLMAnswerer.prompt_values(state.question, state.memories))
-        completion = backend.chat(request.messages, params=params.model_copy(update={"stop": request.params.stop}), model=request.model)  # type: ignore[union-attr]
+        request = self.answerer.request(state.question, state.memories)
+        completion = self.answerer.backend.chat(request.messages, params=params.model_copy(update={"stop": request.params.stop}), model=request.model)  # type: ignore[union-attr]
         samples = []
         for choice in completion.choices:
-            reply = caller.reply_text(request, choice)
-            answer, failed = self.answer_text(reply)
-            samples.append(Sampled(tuple(choice.token_ids or ()), reply, float(self.score(answer, state.gold)), failed))
+            reply = self.answerer.caller.reply_text(request, choice)
+            answer = self.answerer.read(request, reply, state.memories)  # the runtime's reading: parse, repair, cut
+            samples.append(Sampled(tuple(choice.token_ids or ()), reply, float(self.score(answer.text, state.gold)), answer.calls[0].parsed is None))
         return SampledGroup(state.key, self.policy.render(request.messages), tuple(samples))
 
     def evaluate(self, states: Sequence[AnswerState]) -> dict[str, float]:

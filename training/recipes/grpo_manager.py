@@ -82,7 +82,7 @@ class ManagerGroups:
         f1, em, valid, failed = [], [], [], []
         for state in states:
             related = self.eval_env.observe(state).related
-            request = manager.caller.prepare(manager.backend, **manager.prompt_values(state.facts, related))
+            request = manager.request(state.facts, related)
             greedy = request.params.model_copy(update={"temperature": 0.0, "n": 1, "seed": None})
             choice = manager.backend.chat(request.messages, params=greedy, model=request.model).choices[0]
             result = self.eval_env.step(state, manager.caller.reply_text(request, choice))
