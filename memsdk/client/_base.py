@@ -115,11 +115,11 @@ class BaseClient:
             location = self.config.qdrant_url or self.config.data_dir / "store"
             self.bank = MemoryBank(open_transport(location, dim=self._embedder.dim, api_key=self.config.qdrant_api_key), self._embedder)
         else:
-            # the client times and caches the bank's embeddings while it uses the bank, and
-            # gives the bank its own embedder back on close (`_release_bank`)
-            self._bank_embedder = bank.embedder
+            # an injected bank stays as its owner made it (another user of it must not see a
+            # client's wrapper, nor lose it when the client closes): the client times and
+            # caches only the embeddings it asks for itself (queries), and the bank's own
+            # (the texts it writes) count as store time
             self._embedder = TimedEmbedder(CachedEmbedder(bank.embedder))
-            bank.embedder = self._embedder
             self.bank = bank
         # what was injected stays the caller's: close() releases only what the client made
         self._owns_bank = bank is None
@@ -135,11 +135,9 @@ class BaseClient:
     # -- no-I/O helpers shared by the twins ---------------------------------------------------
 
     def _release_bank(self) -> None:
-        """Close the bank if the client opened it; an injected one gets its embedder back."""
+        """Close the bank if the client opened it; an injected one is its owner's to close."""
         if self._owns_bank:
             self.bank.close()
-        else:
-            self.bank.embedder = self._bank_embedder
 
     @property
     def _backend(self) -> Any:

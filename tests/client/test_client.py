@@ -271,7 +271,7 @@ def test_close_leaves_what_was_injected_to_its_owner(tmp_path) -> None:
     backend.close = lambda: closed.append("backend")  # type: ignore[attr-defined]
     with MemoryClient(data_dir=tmp_path / "d", bank=bank, backend=backend) as client:
         client.add("Likes tea", scope=CAROLINE)
-        assert bank.embedder is not embedder  # timed and cached while the client uses it
-    assert closed == [] and bank.embedder is embedder  # not closed, and its own embedder back
+        assert bank.embedder is embedder  # never replaced, not even while the client uses it
+    assert closed == [] and bank.embedder is embedder  # not closed
     assert [r.text for r in bank.list(CAROLINE)] == ["Likes tea"]  # still open and usable
     bank.close()
