@@ -83,7 +83,7 @@ class ClientConfig(BaseModel):
 
     @classmethod
     def from_env(cls, **overrides: object) -> ClientConfig:
-        env = {
+        env: dict[str, Any] = {  # Any: `policies` may become a dict below
             "data_dir": os.environ.get("MEMSDK_DATA_DIR"),
             "qdrant_url": os.environ.get("MEMSDK_QDRANT_URL"),
             "qdrant_api_key": os.environ.get("MEMSDK_QDRANT_API_KEY"),

@@ -25,6 +25,13 @@ embedded engine and a Qdrant server raise the same class for the same failure.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for annotations only: memsdk.registry imports this module
+    import pydantic
+
+    from memsdk.registry.gate import GateDecision
+
 __all__ = [
     "MemsdkError",
     "ClientClosed",
@@ -65,7 +72,7 @@ class InvalidInput(MemsdkError, ValueError):
         super().__init__(f"{field}: {reason}")
 
     @classmethod
-    def from_pydantic(cls, exc: "pydantic.ValidationError", prefix: str = "") -> "InvalidInput":  # type: ignore[name-defined]  # noqa: F821
+    def from_pydantic(cls, exc: pydantic.ValidationError, prefix: str = "") -> InvalidInput:
         """The first pydantic error, with its location rendered as a field path."""
         first = exc.errors()[0]
         path = prefix
@@ -147,7 +154,7 @@ class PolicyUnavailable(PolicyError):
 class GateFailed(PolicyError):
     """The release gate kept a candidate from serving; ``decision`` holds its figures."""
 
-    def __init__(self, decision: "GateDecision") -> None:  # type: ignore[name-defined]  # noqa: F821
+    def __init__(self, decision: GateDecision) -> None:
         self.decision = decision
         super().__init__(decision.summary())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import tomllib
@@ -36,13 +37,67 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
             assert ".".join((import_name, *rel)) in listed, f"{init.parent} is not in pyproject's packages"
 
 
-def test_the_runtime_never_imports_the_trainer_or_the_adapters() -> None:
-    # a runtime install must not need the trainer (ARCHITECTURE.md, dependency direction)
-    import ast
+#: what memsdk/ must never import: the trainer and the adapters, by their installed names
+#: and by their folder names (importable from the repository root only, so such an import
+#: passes here and fails for every user)
+FORBIDDEN = ("memsdk_training", "memsdk_adapters", "training", "adapters")
 
-    offenders = []
-    for path in (ROOT / "memsdk").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in ("memsdk_training", "memsdk_adapters")]
+
+def forbidden_imports(source: str) -> list[str]:
+    """The modules of ``FORBIDDEN`` that ``source`` imports, wherever the import is: at the
+    top, lazily inside a function or under TYPE_CHECKING (`ast.walk` sees every node), or by
+    name through importlib.import_module / __import__."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] if node.level == 0 else []  # relative: inside memsdk
+        elif isinstance(node, ast.Call) and _callee(node.func) in ("import_module", "__import__") and node.args:
+            first = node.args[0]
+            names = [first.value] if isinstance(first, ast.Constant) and isinstance(first.value, str) else []
+        else:
+            names = []
+        found += [n for n in names if n.split(".")[0] in FORBIDDEN]
+    return found
+
+
+def _callee(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def test_the_runtime_never_imports_the_trainer_or_the_adapters() -> None:
+    # a runtime install must not need the trainer (README, dependency direction)
+    offenders = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sorted((ROOT / "memsdk").rglob("*.py"))
+        for name in forbidden_imports(path.read_text(encoding="utf-8"))
+    ]
     assert offenders == []
+
+
+def test_the_layering_check_sees_every_form_of_import() -> None:
+    # each form once, so the test above cannot pass by not looking
+    source = """
+import memsdk_training
+import os, memsdk_adapters.langchain as lc
+from memsdk_training.recipes import grpo
+from training.env import episodes
+from . import training
+from .adapters import x
+import memsdk.training_notes
+
+def lazy():
+    from memsdk_adapters.langchain import MemsdkStore
+    import importlib
+    importlib.import_module("memsdk_training.cli")
+    __import__("adapters.langchain")
+    importlib.import_module(name_from_config)
+
+if TYPE_CHECKING:
+    from memsdk_training.checkpoint import Checkpoint
+"""
+    assert sorted(forbidden_imports(source)) == sorted([
+        "memsdk_training", "memsdk_adapters.langchain", "memsdk_training.recipes", "training.env",
+        "memsdk_adapters.langchain", "memsdk_training.cli", "adapters.langchain", "memsdk_training.checkpoint",
+    ])  # fmt: skip

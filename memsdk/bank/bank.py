@@ -13,6 +13,7 @@ lock (the transports serve reads beside a write, as they did under the old bank-
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import threading
@@ -49,8 +50,9 @@ LOCK_STRIPES = 64
 MAX_SCOPES_LIMIT = 2**31 - 1
 
 
-def as_scope(value: ScopeLike | None, field: str = "scope") -> Scope:
-    """Validate a scope given as a `Scope` or a dict; errors name the field."""
+def as_scope(value: object, field: str = "scope") -> Scope:
+    """Validate a scope given as a `Scope` or a dict (any other value is `InvalidInput`: apps
+    pass what they were given); errors name the field."""
     if isinstance(value, Scope):
         return value
     if value is None or value == {}:
@@ -296,6 +298,7 @@ class MemoryBank:
             return codec.decode_record(point)
         raise MemoryNotFound(mid)
 
+    # from here on `list` in an annotation names this method: the builtin is builtins.list
     def list(self, scope: ScopeLike, *, include_deleted: bool = False, limit: int | None = None, offset: int = 0, tier: Tier | str | None = None) -> list[MemoryRecord]:
         """Records of a scope (of one tier, or all), oldest first."""
         scope = as_scope(scope)
@@ -305,7 +308,7 @@ class MemoryBank:
         records = sorted((codec.decode_record(p) for p in self.transport.scroll(where)), key=lambda r: (r.created_at, str(r.id)))
         return records[offset : None if limit is None else offset + limit]
 
-    def scopes(self, *, limit: int = 100_000) -> list[Scope]:
+    def scopes(self, *, limit: int = 100_000) -> builtins.list[Scope]:
         """Every scope that holds a live memory, ordered by key; ids only, never content.
         More than ``limit`` of them is an `InvalidInput` rather than a partial answer: the
         engine ranks them by size, so a cut would silently drop the smallest."""
@@ -318,7 +321,7 @@ class MemoryBank:
     def count(self, scope: ScopeLike, *, include_deleted: bool = False, tier: Tier | str | None = None) -> int:
         return self.transport.count(codec.memories(as_scope(scope), deleted=None if include_deleted else False, tier=as_tier(tier)))
 
-    def search(self, scope: ScopeLike, query: str, *, limit: int = 10, tier: Tier | str | None = None, hybrid: bool = False) -> list[ScoredMemory]:
+    def search(self, scope: ScopeLike, query: str, *, limit: int = 10, tier: Tier | str | None = None, hybrid: bool = False) -> builtins.list[ScoredMemory]:
         """The live memories nearest to ``query``. Dense: the score is a cosine similarity.
         ``hybrid``: dense and BM25 rankings fused by rank inside the engine (names, numbers
         and rare words count), and the score is the fused one (higher is better, not a cosine)."""
@@ -326,7 +329,7 @@ class MemoryBank:
         scope = as_scope(scope)
         return self.search_vector(scope, self._embed([query])[0], limit=limit, tier=tier, text=query if hybrid else None)
 
-    def search_vector(self, scope: ScopeLike, vector: np.ndarray, *, limit: int = 10, tier: Tier | str | None = None, text: str | None = None) -> list[ScoredMemory]:
+    def search_vector(self, scope: ScopeLike, vector: np.ndarray, *, limit: int = 10, tier: Tier | str | None = None, text: str | None = None) -> builtins.list[ScoredMemory]:
         """`search` with the query already embedded; ``text`` (the query's words) makes it hybrid."""
         scope = as_scope(scope)
         _count("limit", limit, low=1, high=self.limits.max_search_limit)
@@ -337,11 +340,11 @@ class MemoryBank:
         hits = self.transport.search(vector, codec.memories(scope, deleted=False, tier=as_tier(tier)), limit, sparse=sparse)
         return [ScoredMemory(record=codec.decode_record(h.point), score=h.score) for h in hits]
 
-    def history(self, scope: ScopeLike, memory_id: uuid.UUID | str | None = None) -> list[HistoryEvent]:
+    def history(self, scope: ScopeLike, memory_id: uuid.UUID | str | None = None) -> builtins.list[HistoryEvent]:
         """Audit events of a scope (or of one memory in it), in the order they happened."""
         scope = as_scope(scope)
-        cond = {} if memory_id is None else {"memory_id": str(as_memory_id(memory_id))}
-        found = [codec.decode_event(p) for p in self.transport.scroll(codec.events(scope, **cond))]
+        mid = None if memory_id is None else str(as_memory_id(memory_id))
+        found = [codec.decode_event(p) for p in self.transport.scroll(codec.events(scope, memory_id=mid))]
         if memory_id is not None and not found:
             raise MemoryNotFound(memory_id)
         return sorted(found, key=lambda e: e.seq)

@@ -9,6 +9,7 @@ keeps every change paired with its history record.
 from __future__ import annotations
 
 import json
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -20,12 +21,21 @@ __all__ = ["record_point", "event_point", "decode_record", "decode_event", "memo
 _INTERNAL = ("kind", "scope_key", "state")
 
 
-def memories(scope: Scope, **conditions: object) -> Where:
-    return Where(scope_key=scope.key, kind="memory", **conditions)  # type: ignore[arg-type]
+class _Conditions(TypedDict, total=False):
+    """The conditions `memories` and `events` add to the scope's (`Where`'s other fields)."""
+
+    ids: frozenset[str] | None
+    deleted: bool | None
+    memory_id: str | None
+    tier: str | None
 
 
-def events(scope: Scope, **conditions: object) -> Where:
-    return Where(scope_key=scope.key, kind="event", **conditions)  # type: ignore[arg-type]
+def memories(scope: Scope, **conditions: Unpack[_Conditions]) -> Where:
+    return Where(scope_key=scope.key, kind="memory", **conditions)
+
+
+def events(scope: Scope, **conditions: Unpack[_Conditions]) -> Where:
+    return Where(scope_key=scope.key, kind="event", **conditions)
 
 
 def scope_points(scope: Scope) -> Where:
@@ -33,7 +43,7 @@ def scope_points(scope: Scope) -> Where:
     return Where(scope_key=scope.key, kind=None)
 
 
-def record_point(record: MemoryRecord, vector: np.ndarray, sparse: Sparse | None = None) -> Point:
+def record_point(record: MemoryRecord, vector: np.ndarray | None, sparse: Sparse | None = None) -> Point:
     payload = record.model_dump(mode="json")
     # metadata as JSON text: the embedded engine reparses payload floats inexactly (one in five
     # random floats came back one ULP off, 6.45995876853461e+115 as 6.4599587685346095e+115)
@@ -48,7 +58,7 @@ def event_point(event: HistoryEvent) -> Point:
     return Point(str(event.id), payload, None)
 
 
-def _fields(point: Point) -> dict:
+def _fields(point: Point) -> dict[str, Any]:
     fields = {k: v for k, v in point.payload.items() if k not in _INTERNAL}
     if isinstance(fields.get("metadata"), str):  # a store written before metadata was text holds an object
         fields["metadata"] = json.loads(fields["metadata"])

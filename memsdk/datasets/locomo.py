@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from memsdk.errors import DatasetNotFound
 from memsdk.types import Turn
@@ -107,7 +107,7 @@ def locomo_path() -> Path:
     raise DatasetNotFound(f"LoCoMo not found: set MEMSDK_LOCOMO=/path/to/locomo10.json or put it at ../shared/data/ beside the repository ({WHERE_FROM})")
 
 
-def _turn(raw: dict, date_time: str) -> Turn:
+def _turn(raw: dict[str, Any], date_time: str) -> Turn:
     text = raw.get("text") or ""
     if raw.get("blip_caption"):  # shared photos: the caption is what a reader of the chat sees
         text = f"{text} [shares a photo: {raw['blip_caption']}]".strip()

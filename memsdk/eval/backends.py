@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from memsdk.eval.config import EvalConfig
-from memsdk.llm.base import Completion, LLMBackend, Message, SamplingParams
+from memsdk.llm.base import Completion, LLMBackend, LoRABackend, Message, SamplingParams
 
 __all__ = ["CountingBackend", "open_backend", "open_embedder"]
 
 
-class CountingBackend:
+B = TypeVar("B", bound=LLMBackend)
+L = TypeVar("L", bound=LoRABackend)
+
+
+class CountingBackend(Generic[B]):
     """An `LLMBackend` that forwards to ``inner`` and counts requests in the calling thread."""
 
-    def __init__(self, inner: LLMBackend) -> None:
+    def __init__(self, inner: B) -> None:
         self.inner = inner
         self._local = threading.local()
 
@@ -53,20 +57,22 @@ class CountingBackend:
         self._count(len(conversations))
         return self.inner.chat_batch(conversations, params=params, model=model, schema=schema)
 
-    def load_lora_adapter(self, name: str, path: str, **kwargs: Any) -> None:
-        self.inner.load_lora_adapter(name, path, **kwargs)  # type: ignore[attr-defined]
+    # only where ``inner`` loads adapters (a `LoRABackend`): a test's fake need not
+    def load_lora_adapter(self: CountingBackend[L], name: str, path: str, **kwargs: Any) -> None:
+        self.inner.load_lora_adapter(name, path, **kwargs)
 
     def close(self) -> None:
         self.inner.close()
 
 
-def open_backend(config: EvalConfig) -> LLMBackend:
+def open_backend(config: EvalConfig) -> LoRABackend:
     """The answer/policy model: the configured server, else SmolLM2 in-process."""
+    # from the modules, not memsdk.llm's lazy names: those are typed `object`
     if config.llm_base_url:
-        from memsdk.llm import OpenAICompatibleBackend
+        from memsdk.llm.openai_compat import OpenAICompatibleBackend
 
         return OpenAICompatibleBackend(config.llm_base_url, model=config.model)
-    from memsdk.llm import TransformersBackend
+    from memsdk.llm.transformers_backend import TransformersBackend
 
     return TransformersBackend(served_model_name=config.model, num_threads=config.llm_threads)
 

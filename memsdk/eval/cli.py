@@ -27,7 +27,7 @@ from memsdk.eval.config import EvalConfig
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("eval", help="evaluate a configuration on LoCoMo, judge a run's answers, or compare two runs")
     which = p.add_subparsers(dest="eval_command", required=True)
 

@@ -17,7 +17,7 @@ import re
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from tqdm import tqdm
 
@@ -79,7 +79,7 @@ class Judge:
 
     @classmethod
     def connect(cls, base_url: str, model: str) -> Judge:
-        from memsdk.llm import OpenAICompatibleBackend
+        from memsdk.llm.openai_compat import OpenAICompatibleBackend  # memsdk.llm's lazy name is typed `object`
 
         return cls(OpenAICompatibleBackend(base_url, model=model))
 
@@ -90,7 +90,7 @@ def unjudged(result: ConversationResult, *, rejudge: bool = False) -> list[int]:
     return [i for i, q in enumerate(result.questions) if rejudge or q.judge_reply is None]
 
 
-def label(result: ConversationResult, judge: Judge, *, rejudge: bool = False, workers: int = 1, bar: tqdm | None = None) -> ConversationResult:
+def label(result: ConversationResult, judge: Judge, *, rejudge: bool = False, workers: int = 1, bar: tqdm[Any] | None = None) -> ConversationResult:
     """``result`` with the judge's verdicts filled in (see `unjudged`); ``result`` itself when
     there was nothing to ask, so callers can tell whether to write it back."""
     todo = unjudged(result, rejudge=rejudge)

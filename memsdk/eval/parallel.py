@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
@@ -14,7 +14,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int, bar: tqdm | None = None) -> list[R]:
+def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int, bar: tqdm[Any] | None = None) -> list[R]:
     """``fn`` over ``items`` with up to ``workers`` calls in flight, results in input order.
     The first exception is raised once the calls in flight have returned; queued ones are
     dropped, since against a dead server each would only wait out its own retries."""

@@ -16,6 +16,7 @@ reward difference is the policy's alone. Sources:
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -75,7 +76,7 @@ def _memory(text: str, scope: Scope) -> ScoredMemory:
     return ScoredMemory(record=record, score=1.0)
 
 
-def load_answer_cases(path: str | Path) -> list[AnswerCase]:
+def load_answer_cases(path: str | os.PathLike[str]) -> list[AnswerCase]:
     """A JSONL file of states; a bad line is an `InvalidInput` naming the line and the field."""
     scope = Scope(user_id="gate")
     cases = []

@@ -65,7 +65,8 @@ def render_turn(turn: Turn) -> str:
 
 
 def speaker_scopes(conv: LocomoConversation) -> tuple[Scope, Scope]:
-    return tuple(Scope(user_id=s, run_id=conv.sample_id) for s in conv.speakers)  # type: ignore[return-value]
+    first, second = conv.speakers
+    return Scope(user_id=first, run_id=conv.sample_id), Scope(user_id=second, run_id=conv.sample_id)
 
 
 def conversation_slice(conv: LocomoConversation, config: EvalConfig) -> tuple[list[Turn], list[LocomoQA]]:
@@ -128,7 +129,7 @@ class Evaluator:
         return report
 
     @staticmethod
-    def _tick(bar: tqdm, result: ConversationResult) -> ConversationResult:
+    def _tick(bar: tqdm[Any], result: ConversationResult) -> ConversationResult:
         bar.update()
         return result
 
@@ -171,7 +172,7 @@ class Evaluator:
 
     # -- memory-backed answering ----------------------------------------------------------------
 
-    def _client(self, conv: LocomoConversation) -> tuple[MemoryClient, CountingBackend | None]:
+    def _client(self, conv: LocomoConversation) -> tuple[MemoryClient, CountingBackend[LLMBackend] | None]:
         data_dir = self.out_dir / "work" / conv.sample_id
         shutil.rmtree(data_dir, ignore_errors=True)  # a half-built memory from an interrupted run
         backend = CountingBackend(self.backend) if self.backend is not None else None
@@ -202,7 +203,7 @@ class Evaluator:
             with suppress(OSError):  # other conversations may still be building there
                 (self.out_dir / "work").rmdir()
 
-    def _ingest(self, client: MemoryClient, conv: LocomoConversation, turns: list[Turn], counter: CountingBackend | None) -> IngestStats:
+    def _ingest(self, client: MemoryClient, conv: LocomoConversation, turns: list[Turn], counter: CountingBackend[LLMBackend] | None) -> IngestStats:
         scope_of = dict(zip(conv.speakers, speaker_scopes(conv)))
         tally = _Tally()
         for n, turn in enumerate(tqdm(turns, desc=f"{conv.sample_id} ingest", unit="turn", leave=False, disable=not self.progress), start=1):
@@ -221,7 +222,7 @@ class Evaluator:
         )
         write_atomic(self._progress_path(conv), progress.model_dump_json(indent=2))
 
-    def _store_raw(self, client: MemoryClient, conv: LocomoConversation, turns: list[Turn], counter: CountingBackend | None) -> IngestStats:
+    def _store_raw(self, client: MemoryClient, conv: LocomoConversation, turns: list[Turn], counter: CountingBackend[LLMBackend] | None) -> IngestStats:
         """Raw-turn RAG: each turn becomes one memory, verbatim, with its turn id; no LLM."""
         scope_of = dict(zip(conv.speakers, speaker_scopes(conv)))
         latency = []
@@ -231,7 +232,7 @@ class Evaluator:
             latency.append(time.perf_counter() - start)
         return IngestStats(turns=len(turns), latency_s=latency, facts=len(turns), ops={"ADD": len(turns)})
 
-    def _answer(self, client: MemoryClient, counter: CountingBackend | None, scopes: Sequence[Scope], qa: LocomoQA) -> QuestionResult:
+    def _answer(self, client: MemoryClient, counter: CountingBackend[LLMBackend] | None, scopes: Sequence[Scope], qa: LocomoQA) -> QuestionResult:
         recall = self._recall(client, scopes, qa)
         before = _calls(counter)
         r = client.answer(qa.question, scope=list(scopes))
@@ -303,5 +304,5 @@ class _Tally:
         )
 
 
-def _calls(counter: CountingBackend | None) -> int:
+def _calls(counter: CountingBackend[LLMBackend] | None) -> int:
     return 0 if counter is None else counter.calls

@@ -135,7 +135,8 @@ class InteractionLog:
 
     def count(self) -> int:
         with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM trajectories").fetchone()[0]
+            count: int = self._db.execute("SELECT COUNT(*) FROM trajectories").fetchone()[0]
+            return count
 
     def erase(self, scope: Scope) -> int:
         """Remove every trajectory that holds the scope's data, with its feedback (part of a

@@ -12,6 +12,9 @@ expect. ``model=None`` means the backend's default model; any other name selects
 a LoRA adapter loaded under that name (vLLM routes by ``model``; the in-process backend
 mirrors it). ``schema`` is a JSON schema for constrained decoding; a backend whose
 ``supports_schema`` is False raises ``InvalidInput("schema", ...)`` instead of ignoring it.
+
+A backend that also serves LoRA adapters by name (vLLM's admin routes; peft in-process) is a
+``LoRABackend`` / ``AsyncLoRABackend``: the client switches policy versions through them.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ __all__ = [
     "Completion",
     "LLMBackend",
     "AsyncLLMBackend",
+    "LoRABackend",
+    "AsyncLoRABackend",
     "FinishReason",
 ]
 
@@ -151,3 +156,31 @@ class AsyncLLMBackend(Protocol):
     ) -> list[Completion]: ...  # fmt: skip
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class LoRABackend(LLMBackend, Protocol):
+    """An ``LLMBackend`` that loads LoRA adapters at run time, each then served as a model
+    named ``name`` (vLLM's ``/v1/load_lora_adapter`` routes; peft in-process)."""
+
+    def list_models(self) -> list[str]:
+        """The base model's name and the loaded adapters' names."""
+        ...
+
+    def load_lora_adapter(self, name: str, path: str, *, replace: bool = False) -> None:
+        """Serve the adapter saved at ``path`` as ``name``; an existing ``name`` is `Conflict`
+        unless ``replace`` (which reloads it in place)."""
+        ...
+
+    def unload_lora_adapter(self, name: str) -> None: ...
+
+
+@runtime_checkable
+class AsyncLoRABackend(AsyncLLMBackend, Protocol):
+    """The async twin of ``LoRABackend``."""
+
+    async def list_models(self) -> list[str]: ...
+
+    async def load_lora_adapter(self, name: str, path: str, *, replace: bool = False) -> None: ...
+
+    async def unload_lora_adapter(self, name: str) -> None: ...

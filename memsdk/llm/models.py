@@ -116,5 +116,6 @@ def _convert(gguf: Path, out: Path) -> None:
     # lm_head is tied to the embeddings in SmolLM2, so it may legitimately be absent.
     if unexpected or [k for k in missing if k != "lm_head.weight"]:
         raise PolicyUnavailable(f"GGUF conversion mismatch: missing={missing} unexpected={unexpected}")
-    fresh.to(torch.bfloat16).save_pretrained(str(out), safe_serialization=True)
+    # transformers decorates `to` with functools.wraps, which typeshed types as an unbound function
+    fresh.to(torch.bfloat16).save_pretrained(str(out), safe_serialization=True)  # type: ignore[arg-type]
     tokenizer.save_pretrained(str(out))

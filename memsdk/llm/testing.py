@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import IO
 from pathlib import Path
 
 import httpx
@@ -53,7 +54,7 @@ class VLLMServer:
     log_path: Path
     served_model_name: str
     startup_s: float = 0.0
-    _log_file: object = field(default=None, repr=False)
+    _log_file: IO[bytes] | None = field(default=None, repr=False)
 
     @property
     def base_url(self) -> str:
@@ -154,7 +155,7 @@ class VLLMServer:
         # The engine core is a child process; make sure nothing of the group survives.
         self._signal(signal.SIGKILL)
         if self._log_file is not None:
-            self._log_file.close()  # type: ignore[attr-defined]
+            self._log_file.close()
             self._log_file = None
 
     def _signal(self, sig: int) -> None:

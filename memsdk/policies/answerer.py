@@ -93,7 +93,7 @@ class LLMAnswerer:
         return shown[: len(shown) // 2]
 
     def request(self, question: str, memories: Sequence[ScoredMemory]) -> Request:
-        return self.caller.request(self.backend, **self.prompt_values(question, memories))
+        return self.caller.request(self.backend, self.prompt_values(question, memories))
 
     def read(self, request: Request, text: str, memories: Sequence[ScoredMemory]) -> Answer:
         """A sampled reply to `request` (its whole text) as serving would read it (the trainers' reading)."""
@@ -103,7 +103,7 @@ class LLMAnswerer:
         shown = memories
         while True:
             try:
-                value, call = yield from self.caller.steps(self.backend, **self.prompt_values(question, shown))
+                value, call = yield from self.caller.steps(self.backend, self.prompt_values(question, shown))
             except ContextTooLong as exc:
                 shown = self._fewer(shown, exc)
                 continue

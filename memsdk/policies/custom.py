@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import ValidationError
 
@@ -107,7 +107,14 @@ def check_policy_object(obj: Any, role: str) -> None:
         raise ValueError(f"a {role} policy needs {method}(...) (rules) or request(...) and read(reply, ...) (an LLM prompt); {type(obj).__qualname__} has neither")
 
 
-class _Plugged:
+class _Decided(Protocol):
+    calls: list[PolicyCall]
+
+
+D = TypeVar("D", bound=_Decided)  # the role's result: Extraction, Decision or Answer
+
+
+class _Plugged(Generic[D]):
     """Runs a user's policy of one role behind the interface the pipeline calls.
 
     Subclasses say which method the role has (``rule``) and how a result is checked
@@ -140,7 +147,7 @@ class _Plugged:
 
     # -- the two forms, as one policy's steps ---------------------------------------------------
 
-    def steps(self, *inputs: Any, **kw: Any) -> Steps[Any]:
+    def steps(self, *inputs: Any, **kw: Any) -> Steps[D]:
         """Rules: one `Call` of the policy's method. Prompt: its request as one `Chat`, the
         reply read by its ``read``. Either way the result is checked (`_coerce`)."""
         if not self.prompted:
@@ -167,7 +174,7 @@ class _Plugged:
             raise PolicyError(f"{self.version}.request returned {type(messages).__name__}, not a non-empty list of {{'role': ..., 'content': ...}} messages")
         return list(messages)
 
-    def _read(self, messages: list[dict[str, str]], completion: Completion, started: float, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    def _read(self, messages: list[dict[str, str]], completion: Completion, started: float, inputs: tuple[Any, ...], kw: dict[str, Any]) -> D:
         if not completion.choices:
             raise PolicyError("the backend returned no choices")
         choice = completion.choices[0]
@@ -206,21 +213,21 @@ class _Plugged:
         self.stats.add("bad_results")
         return PolicyError(f"{self.version} returned {what} of type {type(value).__name__}; expected {expected}")
 
-    def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> D:
         raise NotImplementedError
 
-    def _empty(self, why: str) -> Any:
+    def _empty(self, why: str) -> D:
         raise NotImplementedError
 
-    def _summary(self, result: Any) -> dict[str, Any]:
+    def _summary(self, result: D) -> dict[str, Any]:
         raise NotImplementedError
 
 
-class PluggedExtractor(_Plugged):
+class PluggedExtractor(_Plugged[Extraction]):
     role, rule = "extractor", "extract"
 
     def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
-        return run(self.steps(turn, tuple(context)))  # type: ignore[no-any-return]
+        return run(self.steps(turn, tuple(context)))
 
     def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Extraction:
         if isinstance(value, Extraction):
@@ -239,11 +246,11 @@ class PluggedExtractor(_Plugged):
         return {"facts": result.facts}
 
 
-class PluggedManager(_Plugged):
+class PluggedManager(_Plugged[Decision]):
     role, rule = "manager", "decide"
 
     def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
-        return run(self.steps(tuple(facts), tuple(related), source_turn_ids=tuple(source_turn_ids)))  # type: ignore[no-any-return]
+        return run(self.steps(tuple(facts), tuple(related), source_turn_ids=tuple(source_turn_ids)))
 
     def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Decision:
         turns = tuple(kw.get("source_turn_ids", ()))
@@ -275,11 +282,11 @@ class PluggedManager(_Plugged):
         return {"ops": [op.model_dump(mode="json") for op in result.ops]}
 
 
-class PluggedAnswerer(_Plugged):
+class PluggedAnswerer(_Plugged[Answer]):
     role, rule = "answerer", "answer"
 
     def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
-        return run(self.steps(question, tuple(memories)))  # type: ignore[no-any-return]
+        return run(self.steps(question, tuple(memories)))
 
     def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Answer:
         if isinstance(value, Answer):
@@ -295,9 +302,9 @@ class PluggedAnswerer(_Plugged):
         return {"answer": result.text}
 
 
-_PLUGGED: dict[str, type[_Plugged]] = {"extractor": PluggedExtractor, "manager": PluggedManager, "answerer": PluggedAnswerer}
+_PLUGGED: dict[str, type[_Plugged[Any]]] = {"extractor": PluggedExtractor, "manager": PluggedManager, "answerer": PluggedAnswerer}
 
 
-def plug(role: str, policy: Any, **kw: Any) -> _Plugged:
+def plug(role: str, policy: Any, **kw: Any) -> _Plugged[Any]:
     """A user's policy object for ``role``, ready for the pipeline (see `_Plugged`)."""
     return _PLUGGED[role](policy, **kw)

@@ -87,10 +87,10 @@ class LLMExtractor:
         return Extraction(facts, [call])
 
     def request(self, turn: Turn, context: Sequence[Turn] = ()) -> Request:
-        return self.caller.request(self.backend, **self.prompt_values(turn, context))
+        return self.caller.request(self.backend, self.prompt_values(turn, context))
 
     def steps(self, turn: Turn, context: Sequence[Turn] = ()) -> Steps[Extraction]:
-        return self._finish(*(yield from self.caller.steps(self.backend, **self.prompt_values(turn, context))))
+        return self._finish(*(yield from self.caller.steps(self.backend, self.prompt_values(turn, context))))
 
     def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
         """`steps` run with blocking calls (a script, a test); the clients drive `steps`."""

@@ -70,11 +70,14 @@ class HeuristicManager:
         merged: set[int] = set()
         for fact in facts:
             best = max(range(len(related)), key=lambda i: related[i].score, default=None)
-            top = None if best is None else related[best]
-            if top is not None and top.score >= self.duplicate_at:
+            if best is None:  # no memories yet
+                ops.append(Op.add(fact, source_turn_ids=turns))
                 continue
-            text = None if top is None else f"{top.record.text}; {fact}"
-            if top is not None and best not in merged and top.score >= self.merge_at and len(text) <= self.max_text_chars:
+            top = related[best]
+            if top.score >= self.duplicate_at:
+                continue
+            text = f"{top.record.text}; {fact}"
+            if best not in merged and top.score >= self.merge_at and len(text) <= self.max_text_chars:
                 ops.append(Op.update(top.record.id, text, source_turn_ids=turns, expected_version=top.record.version))
                 merged.add(best)
             else:

@@ -154,7 +154,8 @@ def _decode_partial(body: str) -> str | None:
     """The text of a JSON string body cut anywhere (a half escape sequence at the end is dropped)."""
     for end in range(len(body), max(-1, len(body) - 6), -1):
         try:
-            return json.loads('"' + body[:end] + '"')
+            text: str = json.loads('"' + body[:end] + '"')  # a JSON string literal decodes to a str
+            return text
         except json.JSONDecodeError:
             continue
     return None

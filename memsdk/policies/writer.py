@@ -83,6 +83,7 @@ def writer_ops(reply: WriterCalls, memories: Sequence[ScoredMemory], *, chunk: s
         if (problem := alias_problem(call.id, len(memories), touched, "call")) is not None:
             rejected.append(f"{where}: {problem}")
             continue
+        assert call.id is not None  # alias_problem rejects a missing alias
         target = memories[call.id].record
         if call.fn == "memory_delete":
             if storm:
@@ -146,7 +147,7 @@ class LLMWriter:
         return written
 
     def request(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Request:
-        return self.caller.request(self.backend, **self.prompt_values(chunk, memories))
+        return self.caller.request(self.backend, self.prompt_values(chunk, memories))
 
     def read(self, request: Request, text: str, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:
         """A sampled reply to `request` (its whole text) as serving would apply it: the one
@@ -154,7 +155,7 @@ class LLMWriter:
         return self._finish(*self.caller.read(self.backend, request, text), chunk, memories)
 
     def steps(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Steps[Written]:
-        value, call = yield from self.caller.steps(self.backend, **self.prompt_values(chunk, memories))
+        value, call = yield from self.caller.steps(self.backend, self.prompt_values(chunk, memories))
         return self._finish(value, call, chunk, memories)
 
     def write(self, chunk: Sequence[Turn], memories: Sequence[ScoredMemory]) -> Written:

@@ -22,13 +22,16 @@ import re
 import shutil
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memsdk.errors import InvalidInput, PolicyError
 from memsdk.policies import llm_policy_class
 from memsdk.types import utcnow
+
+if TYPE_CHECKING:
+    from memsdk.registry.gate import GateDecision
 
 __all__ = ["PolicyManifest", "PolicyRegistry", "Promotion", "ROLES", "BASE_VERSION"]
 
@@ -124,7 +127,7 @@ class PolicyRegistry:
 
     # -- the release gate's records -----------------------------------------------------------
 
-    def record_decision(self, decision: Any) -> Path:
+    def record_decision(self, decision: GateDecision) -> Path:
         """Write a `gate.GateDecision` beside its candidate's manifest (``gate.json``)."""
         self.get(decision.role, decision.candidate.version)  # a published candidate only
         path = self.root / decision.role / decision.candidate.version / "gate.json"
@@ -133,7 +136,7 @@ class PolicyRegistry:
         tmp.replace(path)
         return path
 
-    def decision(self, role: str, version: str) -> Any:
+    def decision(self, role: str, version: str) -> GateDecision | None:
         """The gate decision recorded for ``version``, or None."""
         from memsdk.registry.gate import GateDecision
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -69,7 +69,7 @@ class Where:
     def state(self) -> str | None:
         return None if self.deleted is None else ("deleted" if self.deleted else "live")
 
-    def matches(self, point_id: str, payload: dict) -> bool:
+    def matches(self, point_id: str, payload: dict[str, Any]) -> bool:
         """Reference semantics, used by the in-memory transport and the contract tests."""
         return (
             payload.get("scope_key") == self.scope_key
@@ -81,6 +81,16 @@ class Where:
         )
 
 
+class _EngineSparse(Protocol):
+    """What `Sparse.of` reads: Qdrant's and the embedded engine's sparse vectors alike."""
+
+    @property
+    def indices(self) -> Iterable[int]: ...
+
+    @property
+    def values(self) -> Iterable[float]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Sparse:
     """A sparse vector: term ids and their weights."""
@@ -89,15 +99,15 @@ class Sparse:
     values: tuple[float, ...]
 
     @classmethod
-    def of(cls, vector: object) -> Sparse:
+    def of(cls, vector: _EngineSparse) -> Sparse:
         """From any engine's sparse vector (an object with ``indices`` and ``values``)."""
-        return cls(tuple(vector.indices), tuple(vector.values))  # type: ignore[attr-defined]
+        return cls(tuple(vector.indices), tuple(vector.values))
 
 
 @dataclass(frozen=True, slots=True)
 class Point:
     id: str
-    payload: dict
+    payload: dict[str, Any]
     vector: np.ndarray | None = None  # float32 [dim], memories only
     sparse: Sparse | None = None  # BM25 term frequencies, memories only
 

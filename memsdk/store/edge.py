@@ -48,8 +48,8 @@ def _filter(where: Where) -> qe.Filter:
         must.append(qe.FieldCondition(key="kind", match=qe.MatchValue(where.kind)))
     if where.ids is not None:
         must.append(qe.HasIdCondition(set(where.ids)))
-    if where.deleted is not None:
-        must.append(qe.FieldCondition(key="state", match=qe.MatchValue(where.state)))
+    if (state := where.state) is not None:  # set exactly when `deleted` is
+        must.append(qe.FieldCondition(key="state", match=qe.MatchValue(state)))
     if where.memory_id is not None:
         must.append(qe.FieldCondition(key="memory_id", match=qe.MatchValue(where.memory_id)))
     if where.tier is not None:
@@ -252,7 +252,8 @@ class EdgeTransport:
             request = qe.QueryRequest(
                 limit=limit,
                 prefetches=[qe.Prefetch(limit=depth, query=dense, filter=flt), qe.Prefetch(limit=depth, query=bm25, filter=flt, params=per_scope)],
-                query=qe.Fusion.Rrf(k=RRF_K),
+                # the engine takes it; qdrant-edge-py 0.9.0's stub forgets that Fusion.Rrf is a Fusion
+                query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]
                 filter=flt,
                 with_payload=True,
                 with_vector=False,
@@ -291,10 +292,10 @@ class EdgeTransport:
         return n
 
     def existing_ids(self, ids: Iterable[str]) -> set[str]:
-        ids = list(ids)
-        if not ids:
+        wanted: list[qe.PointId] = list(ids)
+        if not wanted:
             return set()
-        found = self._shard.retrieve(ids, with_payload=False, with_vector=False)
+        found = self._shard.retrieve(wanted, with_payload=False, with_vector=False)
         return {str(r.id) for r in found}
 
     def scope_keys(self, limit: int) -> list[str]:

@@ -79,7 +79,7 @@ class InMemoryTransport:
 
 
 def _dense(pts: list[Point], vector: np.ndarray, limit: int) -> list[Hit]:
-    matrix = np.stack([p.vector for p in pts])  # [N, dim]
+    matrix = np.stack([p.vector for p in pts if p.vector is not None])  # [N, dim]; `search` passes only points with one
     q = np.asarray(vector, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
     scores = matrix @ q / np.where(norms == 0, 1.0, norms)  # cosine, like Qdrant's Cosine

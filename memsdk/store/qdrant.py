@@ -7,8 +7,8 @@ a Qdrant server or cluster; the bank above does not change.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -18,6 +18,8 @@ from memsdk.store.base import INDEXED_FIELDS, RRF_K, SPARSE_NAME, VECTOR_NAME, H
 __all__ = ["QdrantClientTransport"]
 
 _PAGE = 1024
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class QdrantClientTransport:
@@ -47,7 +49,7 @@ class QdrantClientTransport:
             raise StoreError(str(exc)) from exc
         self._call(self._ensure_collection)
 
-    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run one client call, mapping transport failures onto the memsdk error tree."""
         try:
             return fn(*args, **kwargs)
@@ -150,8 +152,8 @@ class QdrantClientTransport:
                 vec = sparse = None
                 if with_vectors and isinstance(r.vector, dict) and VECTOR_NAME in r.vector:
                     vec = np.asarray(r.vector[VECTOR_NAME], dtype=np.float32)
-                if with_vectors and isinstance(r.vector, dict) and SPARSE_NAME in r.vector:
-                    sparse = Sparse.of(r.vector[SPARSE_NAME])
+                if with_vectors and isinstance(r.vector, dict) and isinstance(named := r.vector.get(SPARSE_NAME), self._m.SparseVector):
+                    sparse = Sparse.of(named)
                 yield Point(str(r.id), dict(r.payload or {}), vec, sparse)
             if offset is None:
                 return

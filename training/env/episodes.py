@@ -178,6 +178,7 @@ class EpisodeRunner:
             raise ValueError("policies read one choice per call: sample groups as separate rollouts, not n > 1")
         self.backend, self.answerer, self.embedder = backend, answerer, embedder
         self.policy, self.config, self.count_tokens, self.limits = policy, config, count_tokens, limits
+        self.params = policy.params  # checked above: never None here
 
     def prompt_ids(self) -> dict[str, str]:
         """The prompt id each client role renders in these rollouts: a published adapter must be served with it."""
@@ -192,9 +193,9 @@ class EpisodeRunner:
         return BankSnapshot(episode.scope, (), self.embedder.dim)
 
     def _backend_for(self, tag: str) -> LLMBackend:
-        if self.policy.params.seed is None:  # type: ignore[union-attr]
+        if self.params.seed is None:
             return self.backend
-        return _SeedPerCall(self.backend, random.Random(f"{self.policy.params.seed}:{tag}"))  # type: ignore[union-attr,return-value]
+        return _SeedPerCall(self.backend, random.Random(f"{self.params.seed}:{tag}"))
 
     def rollout(self, episode: Episode, qa: Sequence[Sequence[QAItem]] | None = None, *, tag: str = "0", start: BankSnapshot | None = None) -> EpisodeRollout:
         """One pass over every session; ``qa`` is the group's subset per session (default: all)."""
@@ -217,7 +218,7 @@ class EpisodeRunner:
 
         The local group of LoGo-GRPO: same start state, same questions, fresh samples.
         """
-        if self.policy.params.temperature <= 0:  # type: ignore[union-attr]
+        if self.params.temperature <= 0:
             raise ValueError("re-rolls must sample at the training temperature: greedy re-rolls are all identical")
         episode, start = anchor.episode, anchor.sessions[session].before
         seen = self.session_tokens(episode)

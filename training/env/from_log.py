@@ -26,7 +26,7 @@ __all__ = ["log_states"]
 def _linked_qa(answers: list[Trajectory], written: set[str]) -> tuple[QAItem, ...]:
     items = []
     for a in answers:
-        golds = [f.gold for f in a.feedback if f.gold] or [a.output.get("answer") for f in a.feedback if f.correct]
+        golds: list[str | None] = [f.gold for f in a.feedback if f.gold] or [a.output.get("answer") for f in a.feedback if f.correct]
         if golds and written & set(a.output.get("evidence", [])) and golds[-1]:
             items.append(QAItem(question=a.input["question"], answer=golds[-1]))
     return tuple(items)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from memsdk.bank import BankLimits, BankSnapshot, MemoryBank, Transition
 from memsdk.client.pipeline import drive, related_steps
@@ -115,7 +116,7 @@ def retrieve_related(bank: MemoryBank, scope: Scope, facts: Sequence[str], k: in
     """The memories the runtime shows the manager for ``facts`` (`related_steps`: per-fact
     top-k semantic memories merged by best score; for one fact, exactly ``bank.search(scope,
     fact, limit=k, tier="semantic")``): the manager never sees (or rewrites) episodic turns."""
-    return drive(related_steps(scope, facts, k), bank)  # type: ignore[no-any-return]
+    return drive(related_steps(scope, facts, k), bank)
 
 
 def apply_ops(bank: MemoryBank, scope: Scope, ops: Sequence[Op], actor: Actor) -> tuple[Transition | None, str | None]:
@@ -192,7 +193,7 @@ class ManagerEnv:
         """
         if params.temperature <= 0:
             raise ValueError("a GRPO group needs temperature > 0: greedy decoding samples the same output n times")
-        backend: LLMBackend = self.manager.backend  # type: ignore[assignment]
+        backend = cast(LLMBackend, self.manager.backend)  # a trainer's manager runs on its rollouts' blocking backend
         state = state.with_qa(sample_qa(state.qa, qa_per_group, random.Random(f"{seed}:{state.key}")))
         _, related = self._fork(state)
         observation = Observation(tuple(related), self._render(state, related))

@@ -46,6 +46,7 @@ from .update import Row, UpdateStats, ppo_update, update_metrics
 __all__ = ["start_run", "Sampled", "SampledGroup", "GroupEnv", "RecipeData", "Learned", "GRPORecipe", "step_seed"]
 
 S = TypeVar("S")
+S_in = TypeVar("S_in", contravariant=True)  # an env only takes states in
 
 
 @dataclass(frozen=True)
@@ -70,16 +71,16 @@ class SampledGroup:
         return [s.reward for s in self.samples]
 
 
-class GroupEnv(Protocol[S]):
-    def sample(self, state: S, params: SamplingParams, *, seed: int) -> SampledGroup:
+class GroupEnv(Protocol[S_in]):
+    def sample(self, state: S_in, params: SamplingParams, *, seed: int) -> SampledGroup:
         """params.n replies to one state, each scored."""
         ...
 
-    def evaluate(self, states: Sequence[S]) -> dict[str, float]:
+    def evaluate(self, states: Sequence[S_in]) -> dict[str, float]:
         """Greedy replies of the current policy on held-out states -> metrics (key "reward" required)."""
         ...
 
-    def key(self, state: S) -> str: ...
+    def key(self, state: S_in) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class GRPORecipe(abc.ABC, Generic[S]):
         self.out = Path(config.output_dir)
         self.step = 0
         self.best: dict[str, float] | None = None
-        self.evals: list[dict[str, float]] = []
+        self.evals: list[dict[str, Any]] = []  # metrics, and the tags of `_evaluate_and_keep_best` (phase="warm_start")
 
     # -- setup -----------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
+from typing import cast
 
 from memsdk.embedding import Embedder
 from memsdk.eval.replay import AnswerCase, answer_cases
-from memsdk.llm.base import SamplingParams
+from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.policies import UNKNOWN, LLMAnswerer, PolicyConfig
 
 from ..env import conversation, locomo_qa, locomo_sessions
@@ -55,7 +56,8 @@ class AnswererGroups:
 
     def sample(self, state: AnswerState, params: SamplingParams, *, seed: int) -> SampledGroup:
         request = self.answerer.request(state.question, state.memories)
-        completion = self.answerer.backend.chat(request.messages, params=params.model_copy(update={"stop": request.params.stop}), model=request.model)  # type: ignore[union-attr]
+        backend = cast(LLMBackend, self.answerer.backend)  # built on the rollouts' blocking backend (`_setup_data`)
+        completion = backend.chat(request.messages, params=params.model_copy(update={"stop": request.params.stop}), model=request.model)
         samples = []
         for choice in completion.choices:
             reply = self.answerer.caller.reply_text(request, choice)
@@ -79,7 +81,8 @@ class AnswererGRPORecipe(GRPORecipe[AnswerState]):
         super().__init__(config)
 
     def trained_prompt(self) -> str | None:
-        return self.data.env.answerer.caller.prompt.id  # type: ignore[attr-defined]
+        assert isinstance(self.data.env, AnswererGroups)
+        return self.data.env.answerer.caller.prompt.id
 
     def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[AnswerState]:
         cfg = self.config

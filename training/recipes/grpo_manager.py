@@ -26,12 +26,12 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from memsdk.embedding import Embedder
-from memsdk.llm.base import SamplingParams
+from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.policies import Answerer, ExtractiveAnswerer, LLMAnswerer, LLMManager, PolicyConfig
 
 from ..env import EnvConfig, ManagerEnv, MemoryState, locomo_states
@@ -84,7 +84,8 @@ class ManagerGroups:
             related = self.eval_env.observe(state).related
             request = manager.request(state.facts, related)
             greedy = request.params.model_copy(update={"temperature": 0.0, "n": 1, "seed": None})
-            choice = manager.backend.chat(request.messages, params=greedy, model=request.model).choices[0]
+            backend = cast(LLMBackend, manager.backend)  # built on the rollouts' blocking backend (`environment`)
+            choice = backend.chat(request.messages, params=greedy, model=request.model).choices[0]
             result = self.eval_env.step(state, manager.caller.reply_text(request, choice))
             f1.append(result.reward)
             em.append(sum(exact_match(a.prediction, a.item.answer) for a in result.answers) / max(1, len(result.answers)))
@@ -107,7 +108,8 @@ class ManagerGRPORecipe(GRPORecipe[MemoryState]):
         return RecipeData(self.environment(policy, rollouts, embedder), train, val)
 
     def trained_prompt(self) -> str | None:
-        return self.data.env.env.manager.caller.prompt.id  # type: ignore[attr-defined]
+        assert isinstance(self.data.env, ManagerGroups)
+        return self.data.env.env.manager.caller.prompt.id
 
     def states(self, embedder: Embedder) -> tuple[list[MemoryState], list[MemoryState]]:
         """Train and validation states: LoCoMo per-turn states (override for other sources, e.g. `log_states`)."""

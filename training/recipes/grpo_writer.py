@@ -122,13 +122,14 @@ class WriterGRPORecipe(GRPORecipe[Episode]):
         self._terms: dict[str, float] = {}
 
     def trained_prompt(self) -> str | None:
-        return self.data.env.writer.caller.prompt.id  # type: ignore[attr-defined]
+        assert isinstance(self.data.env, WriterEnv)
+        return self.data.env.writer.caller.prompt.id
 
     def judge(self) -> CallJudge:
         cfg = self.config
         if cfg.judge == "grounded":
             return grounded_judge
-        from memsdk.llm import OpenAICompatibleBackend
+        from memsdk.llm.openai_compat import OpenAICompatibleBackend  # memsdk.llm's lazy name is typed `object`
 
         assert cfg.judge_url is not None  # the config's validator
         return llm_judge(OpenAICompatibleBackend(cfg.judge_url, model=cfg.judge_model or "judge"), cfg.judge_model)
@@ -145,14 +146,16 @@ class WriterGRPORecipe(GRPORecipe[Episode]):
     def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[Episode]:
         writer = LLMWriter(rollouts.backend, PolicyConfig(model=rollouts.model, constrained=False, reask=False))
         train, val = self.samples()
+        # not a GroupEnv (no sample()): its groups come from whole rollouts, which `rollout` below asks for
         return RecipeData(WriterEnv(writer, policy, self.frozen(rollouts), self.config), train, val)  # type: ignore[arg-type]
 
     def rollout(self, states: Sequence[Episode], step: int) -> list[SampledGroup]:
         cfg, env = self.config, self.data.env
+        assert isinstance(env, WriterEnv)
         groups: list[SampledGroup] = []
         done: list[WriterRollout] = []
         for k, state in enumerate(states):
-            g, d = env.groups(state, self.sampling_params(step_seed(cfg.seed, step, k)), qa_seed=step_seed(cfg.seed, "qa", step, k))  # type: ignore[attr-defined]
+            g, d = env.groups(state, self.sampling_params(step_seed(cfg.seed, step, k)), qa_seed=step_seed(cfg.seed, "qa", step, k))
             groups += g
             done += d
         self._terms = terms(done)

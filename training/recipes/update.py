@@ -92,7 +92,8 @@ def policy_loss(new: Scored, old_logp: torch.Tensor | None, ref_logp: torch.Tens
     # one step per row: Memory-R2's step = one call = one row (ids only matter for "step" level/aggregation)
     step_ids = torch.arange(new.mask.shape[0], device=new.mask.device).unsqueeze(-1).expand_as(new.mask)  # [B, L]
     pg = ppo_clip_loss(new.logp, new.logp.detach() if old_logp is None else old_logp, advantages, new.mask, config.clip(), step_ids)
-    ent = entropy_bonus(new.logits, new.mask, config.entropy_coef, config.aggregation, step_ids)  # type: ignore[arg-type]
+    assert new.logits is not None  # the caller scores with_logits=True
+    ent = entropy_bonus(new.logits, new.mask, config.entropy_coef, config.aggregation, step_ids)
     stats = {"entropy": float(ent.entropy), "clip_fraction": float(pg.clip_region_fraction), "dual_clip_fraction": float(pg.dual_clip_fraction)}
     loss = pg.loss + ent.loss
     if ref_logp is not None:
@@ -142,4 +143,4 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rows: Sequence[
         return policy_loss(new, old.logp, old.ref_logp, advantages, config)
 
     totals = run_epochs(optimizer, policy.trainable_parameters(), [len(b) / len(rows) for b in batches], micro_loss, config)
-    return UpdateStats(*(totals.get(name) for name in UpdateStats._fields))
+    return UpdateStats._make(totals.get(name) for name in UpdateStats._fields)  # "kl" is absent when kl_coef is 0

@@ -87,7 +87,8 @@ def target_ids(policy: Policy, target: str) -> list[int]:
 
     No end-of-sequence token: the runtime stops on the stop string the target ends with.
     """
-    return policy.tokenizer(target, add_special_tokens=False)["input_ids"]
+    ids: list[int] = policy.tokenizer(target, add_special_tokens=False)["input_ids"]
+    return ids
 
 
 def sft_step(
