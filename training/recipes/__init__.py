@@ -1,7 +1,7 @@
 """Training recipes: GRPO for Memory-R1's manager and answerer, LoGo-GRPO for Memory-R2.
 
 config        typed configs (pydantic), `load_config` for YAML / JSON files
-policy        `Policy` (base + LoRA: sampling and scoring), `PolicyBackend` (the LLMBackend protocol)
+policy        `Policy` (base + LoRA: scoring; sampling through the runtime's `TransformersBackend`)
 rollouts      in-process or vLLM rollouts (runtime LoRA reload after each update)
 update        `ppo_update`: PPO-clip + KL to the adapter-free model + entropy, over scored rows
 metrics       the JSONL metrics log and the PNG of its curves
@@ -17,14 +17,13 @@ grpo_writer   `WriterGRPORecipe`: Mem-alpha's writer, GRPO without KL, R1 + R2_t
 from .config import AnswererGRPOConfig, LoRASettings, LogoGRPOConfig, ManagerGRPOConfig, ManagerPPOConfig, PublishSettings, RecipeConfig, WriterGRPOConfig, load_config
 from .grpo import GroupEnv, GRPORecipe, Learned, RecipeData, Sampled, SampledGroup, step_seed
 from .metrics import MetricsLog, plot_metrics, read_metrics
-from .policy import Generated, Policy, PolicyBackend, Scored, render_chat
+from .policy import Policy, Scored
 from .rollouts import InProcessRollouts, RolloutEngine, VLLMRollouts, rollout_engine
 from .update import Row, UpdateStats, ppo_update, update_metrics
 
 __all__ = [
     "AnswererGRPOConfig",
     "GRPORecipe",
-    "Generated",
     "GroupEnv",
     "InProcessRollouts",
     "Learned",
@@ -34,7 +33,6 @@ __all__ = [
     "ManagerPPOConfig",
     "MetricsLog",
     "Policy",
-    "PolicyBackend",
     "PublishSettings",
     "RecipeConfig",
     "RecipeData",
@@ -50,7 +48,6 @@ __all__ = [
     "plot_metrics",
     "ppo_update",
     "read_metrics",
-    "render_chat",
     "rollout_engine",
     "step_seed",
     "update_metrics",

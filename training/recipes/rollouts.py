@@ -1,10 +1,11 @@
 """Where rollouts are sampled: in-process with the trained weights, or on a vLLM server.
 
-In-process (CPU tests, small runs): `PolicyBackend` generates with the live LoRA model, so
-nothing needs syncing. vLLM (GPU runs): the server samples with a runtime LoRA adapter that
-the trainer re-saves and reloads in place after every update (``load_inplace``), so the
-next rollouts come from the updated policy; token ids come back with ``return_token_ids``
-and are scored in-process against the same rendered prompt.
+In-process (CPU tests, small runs): the runtime's `TransformersBackend` over the live LoRA
+model (`Policy.backend`) generates, so nothing needs syncing. vLLM (GPU runs): the server
+samples with a runtime LoRA adapter that the trainer re-saves and reloads in place after
+every update (``load_inplace``), so the next rollouts come from the updated policy; token
+ids come back with ``return_token_ids`` and are scored in-process against the same rendered
+prompt.
 """
 
 from __future__ import annotations
@@ -22,9 +23,17 @@ __all__ = ["RolloutEngine", "InProcessRollouts", "VLLMRollouts", "rollout_engine
 
 
 class RolloutEngine(Protocol):
-    backend: LLMBackend
-    model: str | None  # the name the trained policy is routed by (PolicyConfig.model)
     base: str  # the name of the frozen base model (a frozen LLM answerer uses it)
+
+    @property
+    def backend(self) -> LLMBackend:
+        """Where rollouts are sampled (read-only here: an engine may hold a narrower kind)."""
+        ...
+
+    @property
+    def model(self) -> str | None:
+        """The name the trained policy is routed by (PolicyConfig.model); None: the backend's default."""
+        ...
 
     def sync(self, policy: Policy) -> None:
         """Make the next rollouts sample from ``policy``'s current weights."""
@@ -33,9 +42,9 @@ class RolloutEngine(Protocol):
 
 class InProcessRollouts:
     def __init__(self, policy: Policy) -> None:
-        self.backend: LLMBackend = policy.backend()  # type: ignore[assignment]
+        self.backend: LLMBackend = policy.backend()
         self.model: str | None = None
-        self.base = policy.backend().base_name
+        self.base = policy.base_name
 
     def sync(self, policy: Policy) -> None:
         """Nothing to do: the backend generates with the live weights."""
@@ -43,7 +52,7 @@ class InProcessRollouts:
 
 class VLLMRollouts:
     def __init__(self, base_url: str, base_model: str, work_dir: Path, *, adapter_name: str = "training-policy") -> None:
-        from memsdk.llm import OpenAICompatibleBackend
+        from memsdk.llm.openai_compat import OpenAICompatibleBackend
 
         self.backend = OpenAICompatibleBackend(base_url, model=base_model)
         self.model, self.base = adapter_name, base_model
@@ -57,7 +66,7 @@ class VLLMRollouts:
         final = self._dir / "rollout-adapter"
         shutil.rmtree(final, ignore_errors=True)
         target.rename(final)
-        self.backend.load_lora_adapter(self.model, str(final.resolve()), replace=self._loaded)  # type: ignore[attr-defined]
+        self.backend.load_lora_adapter(self.model, str(final.resolve()), replace=self._loaded)
         self._loaded = True
 
 

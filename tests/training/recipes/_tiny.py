@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from memsdk.llm.base import SamplingParams
-from memsdk_training.recipes import PolicyBackend, Sampled, SampledGroup
+from memsdk.llm.inprocess import render
+from memsdk.llm.transformers_backend import TransformersBackend
+from memsdk_training.recipes import Sampled, SampledGroup
 
 def run_recipe(cls: Any, config: Any) -> list[dict]:
     """setup -> train -> cleanup; the metrics rows of the run."""
@@ -99,7 +101,7 @@ def op_states(n: int, seed: int = 0) -> list[OpState]:
 class OpChoiceEnv:
     """Prompt: the memory's relation to a new fact; reward 1 when the first word is the right op."""
 
-    def __init__(self, backend: PolicyBackend) -> None:
+    def __init__(self, backend: TransformersBackend) -> None:
         self.backend = backend
 
     @staticmethod
@@ -120,7 +122,7 @@ class OpChoiceEnv:
             Sampled(tuple(c.token_ids or ()), c.text, self.reward(state, c.text), parse_failed=c.text.split()[:1] not in ([op] for op in OPS))
             for c in completion.choices
         )
-        return SampledGroup(self.key(state), self.backend.policy.render(messages), samples)
+        return SampledGroup(self.key(state), self.backend.render(messages), samples)
 
     def evaluate(self, states: Sequence[OpState]) -> dict[str, float]:
         greedy = SamplingParams(temperature=0.0, max_tokens=1)
@@ -195,9 +197,7 @@ def make_writer_model(folder: Path, *, seed: int = 0, warmup_steps: int = 80, pr
     model, tokenizer, vocab = _word_llama([*SPECIALS_METASPACE, *WRITER_PIECES, *FORMAT_WORDS], seed=seed, max_positions=4096, metaspace=True)
     rng = random.Random(seed)
     words = [w.lstrip("▁") for w in FORMAT_WORDS]
-    from memsdk_training.recipes import render_chat
-
-    rendered = [render_chat(tokenizer, list(p)) for p in prompts] or ['<|assistant|> {"calls": [{"fn": "memory_']
+    rendered = [render(tokenizer, list(p)) for p in prompts] or ['<|assistant|> {"calls": [{"fn": "memory_']
 
     def example() -> tuple[str, str]:
         content = " ".join(rng.choice(words) for _ in range(rng.randint(2, 3)))
