@@ -2,6 +2,7 @@
 
     memsdk ingest conversation.jsonl --user caroline
     memsdk ask "Where did Caroline move from?" --user caroline --user melanie
+    memsdk read report.txt --user caroline [--budget-tokens 256 --chunk-tokens 1024]
     memsdk list --user caroline
     memsdk history [MEMORY_ID] --user caroline
     memsdk export caroline.jsonl --user caroline
@@ -54,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ingest", help="ingest turns from a JSON array or JSONL file")
     p.add_argument("file", type=Path)
+    _scope_args(p)
+    p = sub.add_parser("read", help="read a long text (or a JSON / JSONL file of turns) into the scope's core memory, chunk by chunk (MemAgent)")
+    p.add_argument("file", type=Path)
+    p.add_argument("--budget-tokens", type=int, default=256)
+    p.add_argument("--chunk-tokens", type=int, default=1024)
     _scope_args(p)
     p = sub.add_parser("ask", help="answer a question from memory")
     p.add_argument("question")
@@ -147,6 +153,9 @@ def _run(args: argparse.Namespace) -> Any:
         match args.command:
             case "ingest":
                 return client.ingest(_read_turns(args.file), scope=_scope(args))
+            case "read":
+                source = _read_turns(args.file) if args.file.suffix in (".json", ".jsonl") else args.file.read_text(encoding="utf-8")
+                return client.read(source, scope=_scope(args), budget_tokens=args.budget_tokens, chunk_tokens=args.chunk_tokens)
             case "ask":
                 return client.answer(args.question, scope=_scope(args))
             case "list":

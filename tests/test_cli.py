@@ -39,6 +39,12 @@ def test_cli_round_trip(tmp_path, capsys) -> None:
     run(capsys, *base, "history", "--user", "caroline")
     code, policies = run(capsys, *base, "policies")
     assert policies["manager"]["version"] == "heuristic-v1"
+    report = tmp_path / "report.txt"
+    report.write_text(" ".join(f"Line {i}: Caroline planted tree {i}." for i in range(200)))
+    code, read = run(capsys, *base, "read", str(report), "--user", "caroline", "--budget-tokens", "32", "--chunk-tokens", "256")
+    assert code == 0 and read["chunks"] > 1 and read["text"].endswith("Caroline planted tree 199.")
+    code, core = run(capsys, *base, "list", "--user", "caroline", "--tier", "core")
+    assert [m["id"] for m in core] == [read["memory_id"]]
 
 
 def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys) -> None:

@@ -17,21 +17,23 @@ from collections import deque
 from datetime import timedelta
 from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import contextmanager
-from typing import IO, Any, Iterator
+from typing import IO, Any, Generic, Iterator
 
 import numpy as np
+from tqdm import tqdm
 from pydantic import ValidationError
 
 from memsdk.bank import MemoryBank, as_memory_id, as_query, as_scope
-from memsdk.client.pipeline import ActivePolicies, AnswerOutcome, Apply, Effect, IngestOutcome, Search, ingest_steps, write_steps
-from memsdk.client.policies import Backends, Endpoint, PolicySet, Switch
-from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo
+from memsdk.client.pipeline import ActivePolicies, AnswerOutcome, Apply, Effect, IngestOutcome, Search, applied_ops, ingest_steps, write_steps
+from memsdk.client.reading import ReadPlan, as_source, plan_read
+from memsdk.client.policies import B, Backends, Endpoint, PolicySet, Switch
+from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo, ReadResult
 from memsdk.config import ClientConfig
 from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
 from memsdk.errors import ClientClosed, GateFailed, InvalidInput, PolicyError
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
-from memsdk.registry import ROLES, PolicyRegistry
-from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, utcnow
+from memsdk.registry import BASE_VERSION, ROLES, PolicyRegistry
+from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, Actor, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, utcnow
 
 __all__ = ["BaseClient", "TimedEmbedder", "Timings", "SCOPE_LOCK_STRIPES"]
 
@@ -81,9 +83,9 @@ class Timings(dict[str, float]):
         self[stage] = self.get(stage, 0.0) + seconds
 
 
-class BaseClient:
+class BaseClient(Generic[B]):
     #: each twin builds its own kind of backend (blocking or async) for an endpoint
-    _make_backend: Callable[[Endpoint], Any]
+    _make_backend: Callable[[Endpoint], B]
 
     def __init__(
         self,
@@ -125,8 +127,9 @@ class BaseClient:
         self._owns_bank = bank is None
         try:
             self.log = InteractionLog(self.config.data_dir / "interactions.sqlite3", redact=redact) if self.config.log_interactions else None
-            self._backends = Backends(self.config, self._make_backend, injected=backend)
-            self._policies = PolicySet(self._backends, self.config, PolicyRegistry(self.config.checkpoints), self.config.data_dir / "active_policies.json")
+            # annotated: an injected `backend` is Any, which would otherwise make B Any
+            self._backends: Backends[B] = Backends(self.config, self._make_backend, injected=backend)
+            self._policies: PolicySet[B] = PolicySet(self._backends, self.config, PolicyRegistry(self.config.checkpoints), self.config.data_dir / "active_policies.json")
         except BaseException:
             self._release_bank()
             self._close_backends_now()
@@ -140,12 +143,12 @@ class BaseClient:
             self.bank.close()
 
     @property
-    def _backend(self) -> Any:
+    def _backend(self) -> B | None:
         """The default LLM backend (the one roles without an endpoint of their own use), or
         None while no role has needed it."""
         return self._backends.made_default() if hasattr(self, "_backends") else None
 
-    def _owned_backends(self) -> list[Any]:
+    def _owned_backends(self) -> list[B]:
         """The backends to close: those the client built, never an injected one."""
         return self._backends.made() if hasattr(self, "_backends") else []
 
@@ -222,7 +225,7 @@ class BaseClient:
             if not scope:
                 raise InvalidInput("scope", "an empty list of scopes")
             return [as_scope(s, f"scope[{i}]") for i, s in enumerate(scope)]
-        return [as_scope(scope)]  # type: ignore[arg-type]
+        return [as_scope(scope)]
 
     @staticmethod
     def _stripe(scope: Scope) -> int:
@@ -248,7 +251,7 @@ class BaseClient:
     @staticmethod
     def _scope_resolver(scope: ScopeLike | Callable[[Turn], ScopeLike]) -> Callable[[Turn], Scope]:
         if callable(scope):
-            return lambda turn: as_scope(scope(turn))  # type: ignore[operator]
+            return lambda turn: as_scope(scope(turn))
         fixed = as_scope(scope)
         return lambda turn: fixed
 
@@ -344,6 +347,43 @@ class BaseClient:
             timings=dict(timings),
         )
 
+    # -- MemAgent's read (shared by the twins: no I/O here beyond the progress file) ----------------
+
+    def _read_plan(self, source: Any, scope: ScopeLike, budget_tokens: Any, chunk_tokens: Any) -> ReadPlan:
+        return plan_read(as_source(source, self._as_turns), as_scope(scope), budget_tokens, chunk_tokens, self.config.data_dir / "reads")
+
+    def _read_bar(self, plan: ReadPlan, progress: bool | None) -> Any:
+        """The chunks still to read, with a progress bar that starts where a resumed read stopped."""
+        show = progress if progress is not None else len(plan.chunks) > 1
+        return tqdm(plan.chunks[plan.done :], desc="read", unit="chunk", initial=plan.done, total=len(plan.chunks), disable=not show)
+
+    def _reader_actor(self, reader: Any) -> Actor:
+        return Actor(role="reader", version=getattr(reader, "version", BASE_VERSION))
+
+    def _read_result(self, plan: ReadPlan, reader: Any, transition: Any, started: float, timings: Timings) -> ReadResult:
+        plan.finished()
+        versions = {"reader": self._reader_actor(reader).version or BASE_VERSION}
+        latency = time.perf_counter() - started
+        trajectory = self._record(
+            Trajectory(
+                kind="read",
+                scope=plan.scope,
+                input={"chunks": len(plan.chunks), "budget_tokens": plan.budget_tokens, "chunk_tokens": plan.chunk_tokens, "resumed_from": plan.resumed_from},
+                calls=[c.to_dict() for c in plan.last_calls],
+                ops=applied_ops(transition),
+                output={"memory": plan.memory, "kept_old": plan.kept_old, "fallback": plan.fallback},
+                policy_versions=versions,
+                latency_s=latency,
+                started_at=utcnow() - timedelta(seconds=latency),
+            ),
+            timings,
+        )
+        return ReadResult(
+            trajectory_id=trajectory.id, memory_id=transition.records[0].id, text=plan.memory, chunks=len(plan.chunks), resumed_from=plan.resumed_from,
+            kept_old=plan.kept_old, policy_versions=versions, fallback=plan.fallback, latency_s=time.perf_counter() - started,
+            prompt_tokens=plan.prompt_tokens, completion_tokens=plan.completion_tokens, timings=dict(timings),
+        )
+
     @staticmethod
     def _check_question(question: str) -> str:
         as_query(question, "question")
@@ -369,7 +409,7 @@ class BaseClient:
         return self.bank.apply(scope, [Op.delete(as_memory_id(memory_id))], actor=API_ACTOR).records[0]
 
     @staticmethod
-    def _op(make: Any) -> Op:
+    def _op(make: Callable[[], Op]) -> Op:
         try:
             return make()
         except ValidationError as exc:

@@ -9,21 +9,23 @@ the bank's write lock.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import os
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import IO, Any
+from typing import IO, Any, overload
 
 from tqdm import tqdm
 
 from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike, in_process_model
-from memsdk.client.policies import Endpoint
-from memsdk.client.pipeline import Apply, Done, Effect, Search, answer_steps, resume, retrieve_steps
-from memsdk.policies.base import Call, Chat, acall, achat
-from memsdk.client.results import AnswerResult, IngestResult
+from memsdk.client.policies import Endpoint, Switch
+from memsdk.client.pipeline import Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
+from memsdk.policies.base import Call, Chat, R, acall, achat
+from memsdk.client.results import AnswerResult, IngestResult, ReadResult
 from memsdk.errors import Conflict, MemsdkError
+from memsdk.llm.base import AsyncLoRABackend
 from memsdk.registry.gate import GateConfig, GateDecision, decide
 from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
@@ -32,7 +34,7 @@ __all__ = ["AsyncMemoryClient"]
 log = logging.getLogger("memsdk.client")
 
 
-class AsyncMemoryClient(BaseClient):
+class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
     """The async twin of `MemoryClient`. Create it, then ``await client.start()`` (or use
     ``async with``) so saved policy versions are loaded before the first call."""
 
@@ -41,12 +43,14 @@ class AsyncMemoryClient(BaseClient):
         self._scope_locks = [asyncio.Lock() for _ in range(SCOPE_LOCK_STRIPES)]
         self._watcher: asyncio.Task[None] | None = None
 
-    def _make_backend(self, endpoint: Endpoint) -> Any:
+    def _make_backend(self, endpoint: Endpoint) -> AsyncLoRABackend:
+        # from the modules, not memsdk.llm's lazy names: those are typed `object`
         if endpoint.base_url:
-            from memsdk.llm import AsyncOpenAICompatibleBackend, Timeout
+            from memsdk.llm import Timeout
+            from memsdk.llm.openai_compat import AsyncOpenAICompatibleBackend
 
             return AsyncOpenAICompatibleBackend(endpoint.base_url, model=endpoint.model, api_key=endpoint.api_key, timeout=Timeout.of(endpoint.timeout_s))
-        from memsdk.llm import AsyncTransformersBackend, TransformersBackend
+        from memsdk.llm.transformers_backend import AsyncTransformersBackend, TransformersBackend
 
         return AsyncTransformersBackend(TransformersBackend(**in_process_model(endpoint.model, self.config.model), num_threads=1))
 
@@ -74,7 +78,7 @@ class AsyncMemoryClient(BaseClient):
                 return await acall(effect)
         raise TypeError(f"unknown effect {effect!r}")
 
-    async def _run(self, steps: Generator[Effect, Any, Any], timings: Timings) -> Any:
+    async def _run(self, steps: Generator[Effect, Any, R], timings: Timings) -> R:
         step = resume(steps)
         while not isinstance(step, Done):
             try:
@@ -87,6 +91,10 @@ class AsyncMemoryClient(BaseClient):
 
     # -- the two calls apps make on every turn ------------------------------------------------------
 
+    @overload
+    async def ingest(self, turns: TurnLike, *, scope: ScopeLike | Callable[[Turn], ScopeLike], progress: bool | None = None) -> IngestResult: ...
+    @overload
+    async def ingest(self, turns: Iterable[TurnLike], *, scope: ScopeLike | Callable[[Turn], ScopeLike], progress: bool | None = None) -> list[IngestResult]: ...
     async def ingest(self, turns: TurnLike | Iterable[TurnLike], *, scope: ScopeLike | Callable[[Turn], ScopeLike], progress: bool | None = None) -> IngestResult | list[IngestResult]:
         self._check_open()
         single = isinstance(turns, (Turn, dict))
@@ -154,7 +162,7 @@ class AsyncMemoryClient(BaseClient):
         self._check_open()
         return await asyncio.to_thread(self.bank.restore, scope, memory_id)
 
-    async def history(self, memory_id: uuid.UUID | str | None = None, *, scope: ScopeLike) -> list[HistoryEvent]:
+    async def history(self, memory_id: uuid.UUID | str | None = None, *, scope: ScopeLike) -> builtins.list[HistoryEvent]:  # `list` is the method above
         self._check_open()
         return await asyncio.to_thread(self._history, scope, memory_id)
 
@@ -165,6 +173,18 @@ class AsyncMemoryClient(BaseClient):
     async def export(self, dest: str | os.PathLike[str] | IO[str], *, scope: ScopeLike) -> int:
         self._check_open()
         return await asyncio.to_thread(self._export, scope, dest)
+
+    async def read(self, source: str | Iterable[TurnLike], *, scope: ScopeLike, budget_tokens: int = 256, chunk_tokens: int = 1024, progress: bool | None = None) -> ReadResult:
+        self._check_open()
+        plan = await asyncio.to_thread(self._read_plan, source, scope, budget_tokens, chunk_tokens)
+        started, timings = time.perf_counter(), Timings()
+        reader = self._policies.reader()
+        for chunk in self._read_bar(plan, progress):
+            step = await self._run(decided(reader, "rewrite", plan.memory, chunk, plan.budget_tokens), timings)
+            await asyncio.to_thread(plan.advance, step)
+        async with self._scope_locks[self._stripe(plan.scope)]:
+            transition = await self._run(core_steps(plan.scope, plan.memory, self._reader_actor(reader)), timings)
+        return await asyncio.to_thread(self._read_result, plan, reader, transition, started, timings)
 
     async def import_(self, src: str | os.PathLike[str] | IO[str], *, scope: ScopeLike | None = None) -> int:
         self._check_open()
@@ -204,12 +224,12 @@ class AsyncMemoryClient(BaseClient):
         self._policies.commit(switch)
         return decision
 
-    async def _loaded(self, role: str, version: str) -> Any:
+    async def _loaded(self, role: str, version: str) -> Switch:
         switch = self._policies.plan(role, version)
         await self._load(switch)
         return switch
 
-    async def _load(self, switch: Any) -> None:
+    async def _load(self, switch: Switch) -> None:
         if switch.adapter_name is None:
             return
         try:

@@ -36,7 +36,7 @@ from memsdk.errors import Conflict, InvalidInput, MemoryNotFound, MemsdkError, P
 from memsdk.llm.base import Completion
 from memsdk.interactions.types import AppliedOp
 from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall, PolicyStats
-from memsdk.policies.base import Call, Chat, Done, resume
+from memsdk.policies.base import Call, Chat, Done, Lookup, R, Steps, resume
 from memsdk.policies.base import chat as run_chat
 from memsdk.policies.manager import check_ops
 from memsdk.policies.supersede import Correction, Forget, classify, supersede_ops
@@ -46,7 +46,7 @@ from memsdk.bank.transition import Transition
 from memsdk.dates import parse_when
 from memsdk.types import Actor, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn
 
-__all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Search", "Apply", "Chat", "Call", "Effect", "decided", "drive", "related_steps", "IngestOutcome", "WriteOutcome", "AnswerOutcome", "ingest_steps", "write_steps", "answer_steps"]
+__all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Search", "Apply", "Chat", "Call", "Effect", "decided", "drive", "related_steps", "core_steps", "applied_ops", "IngestOutcome", "WriteOutcome", "AnswerOutcome", "ingest_steps", "write_steps", "answer_steps"]
 
 
 log = logging.getLogger("memsdk.policies")
@@ -96,10 +96,11 @@ class Apply:
     actor: Actor
 
 
-Effect = Search | Apply | Chat | Call
+#: a `Lookup` (DeltaMem's search) never reaches a client: `_with_lookups` turns it into a `Search`
+Effect = Search | Apply | Chat | Call | Lookup
 
 
-def decided(policy: Any, method: str, *args: Any, **kw: Any) -> Generator[Effect, Any, Any]:
+def decided(policy: Any, method: str, *args: Any, **kw: Any) -> Steps[Any]:
     """A policy's decision as effects, with the role's fallback: an LLM policy's ``steps``
     (its `Chat` requests), a policy without a model called as it is (``method``). When the
     backend is unavailable (`PolicyUnavailable`, after the backend's own retries) and the
@@ -118,7 +119,7 @@ def decided(policy: Any, method: str, *args: Any, **kw: Any) -> Generator[Effect
     return result
 
 
-def _steps_of(policy: Any, method: str, *args: Any, **kw: Any) -> Generator[Effect, Any, Any]:
+def _steps_of(policy: Any, method: str, *args: Any, **kw: Any) -> Steps[Any]:
     if callable(steps := getattr(policy, "steps", None)):
         return (yield from steps(*args, **kw))
     # a built-in policy without a model (the heuristics): quick and pure, so the async client
@@ -134,7 +135,7 @@ def _in_place(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
     return call
 
 
-def drive(steps: Generator[Effect, Any, Any], bank: MemoryBank, chat: Callable[[Chat], Completion] = run_chat) -> Any:
+def drive(steps: Generator[Effect, Any, R], bank: MemoryBank, chat: Callable[[Chat], Completion] = run_chat) -> R:
     """Run a pipeline against ``bank`` with blocking calls and no client, as `MemoryClient`
     runs it (a failed effect is thrown back into the pipeline): what the trainers use over a
     forked bank. ``chat`` answers the policies' `Chat` requests (a trainer samples them from
@@ -148,8 +149,10 @@ def drive(steps: Generator[Effect, Any, Any], bank: MemoryBank, chat: Callable[[
                 result = bank.apply(step.scope, step.ops, actor=step.actor)
             elif isinstance(step, Chat):
                 result = chat(step)
-            else:
+            elif isinstance(step, Call):
                 result = step.fn(*step.args, **step.kwargs)
+            else:
+                raise TypeError(f"unknown effect {step!r}")
         except MemsdkError as exc:
             step = resume(steps, error=exc)
             continue
@@ -255,7 +258,7 @@ def ingest_steps(
             out.failures.append(f"manager failed on {_quoted(facts)}, the turn is kept in the episodic tier only: {exc}")
             continue
         if transition is not None:
-            out.ops += _applied(transition)
+            out.ops += applied_ops(transition)
     return out
 
 
@@ -304,11 +307,11 @@ def write_steps(chunk: Sequence[Turn], scope: Scope, writer: Writer, related_k: 
             out.failures.append(f"{op.op} refused by the bank: {exc}")
             continue
         out.executed.append(True)
-        out.ops += _applied(transition)
+        out.ops += applied_ops(transition)
     return out
 
 
-def _applied(transition: Transition) -> list[AppliedOp]:
+def applied_ops(transition: Transition) -> list[AppliedOp]:
     return [
         AppliedOp(
             op=str(c.op), memory_id=None if c.after is None else c.after.id,
@@ -334,7 +337,7 @@ def _supersede(intent: Forget | Correction, scope: Scope, request: MemoryRecord 
     except (MemoryNotFound, Conflict) as exc:  # another writer changed a match meanwhile: say so
         out.failures.append(f"{type(intent).__name__.lower()} not applied, a memory changed meanwhile: {exc}")
         return
-    out.ops += _applied(transition)
+    out.ops += applied_ops(transition)
 
 
 def _settle(facts: Sequence[str], when: datetime | None, scope: Scope, manager: Manager, related_k: int, turn_ids: Sequence[str], actor: Actor, out: IngestOutcome) -> Generator[Effect, Any, Transition | None]:
@@ -342,10 +345,11 @@ def _settle(facts: Sequence[str], when: datetime | None, scope: Scope, manager: 
     when another writer changed a memory the decision read. The applied transition, or None."""
     for attempt in range(1, APPLY_ATTEMPTS + 1):
         related: list[ScoredMemory] = yield from related_steps(scope, facts, related_k)
-        decision: Decision = yield from decided(manager, "decide", list(facts), related, source_turn_ids=turn_ids)
+        looked_up: list[ScoredMemory] = []
+        decision: Decision = yield from _with_lookups(decided(manager, "decide", list(facts), related, source_turn_ids=turn_ids), scope, looked_up)
         out.calls += decision.calls
         out.fallback |= decision.fallback
-        ops, refused = check_ops(decision.ops, related)  # whoever wrote the manager
+        ops, refused = check_ops(decision.ops, [*related, *looked_up])  # whoever wrote the manager
         if refused and isinstance(stats := getattr(manager, "stats", None), PolicyStats):
             stats.add("rejected_ops", len(refused))
         rejected = [*decision.rejected, *refused]
@@ -368,6 +372,25 @@ def _settle(facts: Sequence[str], when: datetime | None, scope: Scope, manager: 
     return None  # pragma: no cover - the loop always returns
 
 
+def _with_lookups(steps: Generator[Any, Any, R], scope: Scope, found: list[ScoredMemory]) -> Generator[Effect, Any, R]:
+    """``steps`` with each `Lookup` it yields run as a semantic search of ``scope`` (what a
+    DeltaMem manager asks to see before it writes); what it found is added to ``found``,
+    which the guard counts as shown. Every other effect passes through."""
+    step = resume(steps)
+    while not isinstance(step, Done):
+        try:
+            if isinstance(step, Lookup):
+                result = yield Search([scope], step.query[:2000] or "?", step.limit, Tier.SEMANTIC)
+                found.extend(result)
+            else:
+                result = yield step
+        except Exception as exc:  # the effect's failure is the policy's to handle, as unwrapped
+            step = resume(steps, error=exc)
+            continue
+        step = resume(steps, result)
+    return step.value
+
+
 def related_steps(scope: Scope, facts: Sequence[str], k: int) -> Generator[Effect, Any, list[ScoredMemory]]:
     """The k semantic memories most similar to any of ``facts`` (per fact top-k, merged by
     best score); for one fact, that fact's top k. Never an episodic turn: the manager does
@@ -379,6 +402,19 @@ def related_steps(scope: Scope, facts: Sequence[str], k: int) -> Generator[Effec
             if hit.record.id not in best or hit.score > best[hit.record.id].score:
                 best[hit.record.id] = hit
     return sorted(best.values(), key=lambda h: -h.score)[:k]
+
+
+def core_steps(scope: Scope, text: str, actor: Actor) -> Generator[Effect, Any, Transition]:
+    """Make ``text`` the scope's core memory: an UPDATE of the one there is (at the version
+    read, so a concurrent rewrite is a `Conflict`, not a lost update), else its ADD."""
+    core: list[ScoredMemory] = yield Search([scope], text[:2000], 1, Tier.CORE)
+    if core:
+        current = core[0].record
+        op = Op.update(current.id, text, expected_version=current.version)
+    else:
+        op = Op.add(text, tier=Tier.CORE)
+    transition: Transition = yield Apply(scope, [op], actor)
+    return transition
 
 
 def fuse(lists: Sequence[Sequence[ScoredMemory]], limit: int, k: int = RRF_K, weights: Sequence[float] | None = None) -> list[ScoredMemory]:

@@ -18,15 +18,17 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from memsdk.client.pipeline import ActivePolicies
 from memsdk.client.results import PolicyInfo
 from memsdk.config import ClientConfig
 from memsdk.errors import InvalidInput, PolicyError
-from memsdk.policies import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, PolicyConfig, llm_policy_class, load_prompt, split_prompt_id
+from memsdk.llm.base import AsyncLLMBackend, LLMBackend
+from memsdk.policies import NAMED, ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, PolicyConfig, llm_policy_class, load_prompt, split_prompt_id
 from memsdk.policies.custom import is_prompt_policy, plug
 from memsdk.policies.plugins import load_installed
+from memsdk.policies.reader import LLMReader, WindowReader
 from memsdk.policies.spec import LLMSpec, RolePolicies, label
 from memsdk.registry import BASE_VERSION, ROLES, PolicyRegistry
 
@@ -35,6 +37,10 @@ __all__ = ["Backends", "Endpoint", "PolicySet", "Switch"]
 log = logging.getLogger("memsdk.client")
 
 _HEURISTIC = {"extractor": HeuristicExtractor, "manager": HeuristicManager, "answerer": ExtractiveAnswerer}
+
+#: the kind of backend a client makes and switches adapters on: a blocking `LoRABackend`
+#: (`MemoryClient`) or an `AsyncLoRABackend` (`AsyncMemoryClient`)
+B = TypeVar("B", bound=LLMBackend | AsyncLLMBackend)
 
 
 @dataclass(frozen=True)
@@ -47,25 +53,28 @@ class Endpoint:
     timeout_s: float
 
 
-class Backends:
+class Backends(Generic[B]):
     """The LLM backends of one client: the default (injected, or made from the config) and
     one per other endpoint a role names, each made on first use and shared by the roles
     that name it. Only the ones made here are closed with the client."""
 
-    def __init__(self, config: ClientConfig, make: Callable[[Endpoint], Any], injected: Any = None) -> None:
+    def __init__(self, config: ClientConfig, make: Callable[[Endpoint], B], injected: B | None = None) -> None:
         self._config, self._make, self._injected = config, make, injected
-        self._made: dict[Endpoint, Any] = {}
+        self._made: dict[Endpoint, B] = {}
         self._lock = threading.Lock()
 
-    def default(self) -> Any:
+    def default(self) -> B:
         if self._injected is not None:
             return self._injected
         c = self._config
         return self._get(Endpoint(c.llm_base_url, c.model, c.llm_api_key, c.llm_timeout_s))
 
-    def for_spec(self, spec: LLMSpec) -> Any:
+    def for_spec(self, spec: LLMSpec) -> B:
         if spec.backend is not None:
-            return spec.backend
+            # a user's own object (the spec holds Any): the client uses it as the kind of
+            # backend it makes itself
+            backend: B = spec.backend
+            return backend
         if not spec.overrides_endpoint:
             return self.default()
         c = self._config
@@ -74,17 +83,17 @@ class Backends:
         key = spec.api_key if spec.api_key is not None else (c.llm_api_key if url == c.llm_base_url else None)
         return self._get(Endpoint(url, spec.model or c.model, key, spec.timeout_s or c.llm_timeout_s))
 
-    def _get(self, endpoint: Endpoint) -> Any:
+    def _get(self, endpoint: Endpoint) -> B:
         with self._lock:
             if endpoint not in self._made:
                 self._made[endpoint] = self._make(endpoint)
             return self._made[endpoint]
 
-    def made(self) -> list[Any]:
+    def made(self) -> list[B]:
         with self._lock:
             return list(self._made.values())
 
-    def made_default(self) -> Any:
+    def made_default(self) -> B | None:
         """The default backend if it exists (injected or already made), else None."""
         if self._injected is not None:
             return self._injected
@@ -125,6 +134,8 @@ def _resolve(role: str, choice: Any) -> Served:
         elif policy is not None and not is_prompt_policy(policy):
             raise InvalidInput(f"config.policies.{role}.policy", "an LLM spec's policy must have request(...) and read(reply, ...)")
         return Served("llm", choice, policy, name)
+    if isinstance(choice, str) and choice in NAMED.get(role, {}):  # a built-in policy by name
+        return Served("llm", LLMSpec(prompt=NAMED[role][choice]))
     name = choice if isinstance(choice, str) else None
     policy = _installed(role, choice, None) if name is not None else choice
     if is_prompt_policy(policy) and not callable(getattr(policy, {"extractor": "extract", "manager": "decide", "answerer": "answer"}[role], None)):
@@ -139,12 +150,13 @@ def _installed(role: str, name: str, field: str | None) -> Any:
         raise InvalidInput(f"config.policies.{role}" + (f".{field}" if field else ""), str(exc)) from None
 
 
-class PolicySet:
-    def __init__(self, backends: Backends, config: ClientConfig, registry: PolicyRegistry, state_path: Path) -> None:
+class PolicySet(Generic[B]):
+    def __init__(self, backends: Backends[B], config: ClientConfig, registry: PolicyRegistry, state_path: Path) -> None:
         self.backends, self._config, self.registry, self._state_path = backends, config, registry, state_path
         self._lock = threading.Lock()
-        choices = RolePolicies.of(config.policies)
+        self._choices = choices = RolePolicies.of(config.policies)
         self._served = {role: _resolve(role, choices[role]) for role in ROLES}
+        self._reader: LLMReader | WindowReader | None = None
         self._versions = {role: BASE_VERSION for role in ROLES}
         self._history: dict[str, list[str]] = {role: [] for role in ROLES}
         self._policies = {role: self._checked_build(role) for role in ROLES}
@@ -152,18 +164,41 @@ class PolicySet:
         # no versions to switch between; its spec says where it runs and with which prompt
         self._writer = self._build_writer(choices.writer) if config.writer else None
 
+    def _spec_prompt(self, field: str, prompt_role: str, spec: LLMSpec) -> str | None:
+        """The prompt version a built-in role's spec names (None: the default), checked."""
+        if spec.prompt is None:
+            return None
+        try:
+            role, version = split_prompt_id(spec.prompt)
+            if role != prompt_role:
+                raise ValueError(f"the {field} runs {prompt_role} prompts, not {spec.prompt!r}")
+            load_prompt(role, version)
+        except ValueError as exc:
+            raise InvalidInput(f"config.policies.{field}.prompt", str(exc)) from None
+        return version
+
     def _build_writer(self, choice: Any) -> LLMWriter:
         spec = choice if isinstance(choice, LLMSpec) else LLMSpec()
-        version = None
-        if spec.prompt is not None:
-            try:
-                role, version = split_prompt_id(spec.prompt)
-                if role != LLMWriter.prompt_role:
-                    raise ValueError(f"the writer runs {LLMWriter.prompt_role} prompts, not {spec.prompt!r}")
-                load_prompt(role, version)
-            except ValueError as exc:
-                raise InvalidInput("config.policies.writer.prompt", str(exc)) from None
+        version = self._spec_prompt("writer", LLMWriter.prompt_role, spec)
         return LLMWriter(self.backends.for_spec(spec), PolicyConfig(prompt_version=version, params=spec.sampling))
+
+    def reader(self) -> LLMReader | WindowReader:
+        """MemAgent's reader, built on first use (a client that never reads needs no backend for it)."""
+        with self._lock:
+            if self._reader is None:
+                self._reader = self._build_reader(self._choices.reader)
+            return self._reader
+
+    def _build_reader(self, choice: Any) -> LLMReader | WindowReader:
+        if choice == "heuristic":
+            return WindowReader()
+        spec = choice if isinstance(choice, LLMSpec) else LLMSpec()
+        version = self._spec_prompt("reader", LLMReader.prompt_role, spec)
+        wants_fallback = spec.fallback if spec.fallback is not None else self._config.fallback_to_heuristic
+        # no re-ask: a reply that cannot be read keeps the memory as it was, which costs less
+        # than a second request per chunk of a long read
+        config = PolicyConfig(prompt_version=version, params=spec.sampling, reask=False)
+        return LLMReader(self.backends.for_spec(spec), config, fallback=WindowReader() if wants_fallback else None)
 
     @property
     def heuristic(self) -> bool:
@@ -172,7 +207,7 @@ class PolicySet:
     def served(self, role: str) -> Served:
         return self._served[role]
 
-    def backend(self, role: str) -> Any:
+    def backend(self, role: str) -> B:
         """The backend an LLM role's requests (and its adapters) go to."""
         spec = self._served[role].spec
         assert spec is not None, f"{role} is not an LLM role"
@@ -202,7 +237,8 @@ class PolicySet:
 
     def version_label(self, role: str) -> str:
         if self._served[role].kind != "llm":
-            return self._policies[role].version  # type: ignore[no-any-return]
+            version: str = self._policies[role].version  # a heuristic's or a user's policy object
+            return version
         return self._versions[role]
 
     def active(self) -> ActivePolicies:
@@ -240,8 +276,8 @@ class PolicySet:
     def stats(self) -> dict[str, dict[str, int]]:
         # the writer too, when it ingests: its parse failures and refused calls are otherwise
         # counted where no caller can see them
-        policies = {**self._policies, **({"writer": self._writer} if self._writer else {})}
-        return {role: dict(getattr(p, "stats", None).counts) if hasattr(p, "stats") else {} for role, p in policies.items()}
+        policies = {**self._policies, **({"writer": self._writer} if self._writer else {}), **({"reader": self._reader} if self._reader else {})}
+        return {role: dict(p.stats.counts) if hasattr(p, "stats") else {} for role, p in policies.items()}
 
     # -- switching ------------------------------------------------------------------------
 

@@ -28,6 +28,25 @@ class IngestResult(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict, description="Seconds by stage: embedding, retrieval, llm, store, log.")
 
 
+class ReadResult(BaseModel):
+    """What `read` did (MemAgent): the final memory, stored as the scope's core memory."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trajectory_id: uuid.UUID
+    memory_id: uuid.UUID = Field(description="The scope's core memory, which now holds the read's memory (with history).")
+    text: str = Field(description="The memory: at most budget_tokens (characters / 4).")
+    chunks: int
+    resumed_from: int = Field(0, description="Chunks an earlier, interrupted read of the same input had finished (0: a fresh read).")
+    kept_old: int = Field(0, description="Chunks whose reply could not be read: the memory before them was kept.")
+    policy_versions: dict[str, str]
+    fallback: bool = Field(False, description="The window reader stood in for an unavailable LLM on some chunk.")
+    latency_s: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    timings: dict[str, float] = Field(default_factory=dict)
+
+
 class AnswerResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 

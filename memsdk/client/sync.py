@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import builtins
 import logging
 import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import IO, Any
+from typing import IO, Any, overload
 
 from tqdm import tqdm
 
 from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike, in_process_model
-from memsdk.client.policies import Endpoint
-from memsdk.client.pipeline import Apply, Done, Effect, Search, answer_steps, resume, retrieve_steps
-from memsdk.policies.base import Call, Chat, chat
-from memsdk.client.results import AnswerResult, IngestResult
+from memsdk.client.policies import Endpoint, Switch
+from memsdk.client.pipeline import Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
+from memsdk.policies.base import Call, Chat, R, chat
+from memsdk.client.results import AnswerResult, IngestResult, ReadResult
 from memsdk.errors import Conflict, MemsdkError
+from memsdk.llm.base import LoRABackend
 from memsdk.registry.gate import GateConfig, GateDecision, decide
 from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
@@ -26,7 +28,7 @@ __all__ = ["MemoryClient"]
 log = logging.getLogger("memsdk.client")
 
 
-class MemoryClient(BaseClient):
+class MemoryClient(BaseClient[LoRABackend]):
     """Memory for one app process.
 
         with MemoryClient() as client:                      # embedded: no server needed
@@ -45,12 +47,14 @@ class MemoryClient(BaseClient):
             self.close()
             raise
 
-    def _make_backend(self, endpoint: Endpoint) -> Any:
+    def _make_backend(self, endpoint: Endpoint) -> LoRABackend:
+        # from the modules, not memsdk.llm's lazy names: those are typed `object`
         if endpoint.base_url:
-            from memsdk.llm import OpenAICompatibleBackend, Timeout
+            from memsdk.llm import Timeout
+            from memsdk.llm.openai_compat import OpenAICompatibleBackend
 
             return OpenAICompatibleBackend(endpoint.base_url, model=endpoint.model, api_key=endpoint.api_key, timeout=Timeout.of(endpoint.timeout_s))
-        from memsdk.llm import TransformersBackend
+        from memsdk.llm.transformers_backend import TransformersBackend
 
         return TransformersBackend(**in_process_model(endpoint.model, self.config.model), num_threads=1)
 
@@ -68,7 +72,7 @@ class MemoryClient(BaseClient):
                 return effect.fn(*effect.args, **effect.kwargs)
         raise TypeError(f"unknown effect {effect!r}")
 
-    def _run(self, steps: Generator[Effect, Any, Any], timings: Timings) -> Any:
+    def _run(self, steps: Generator[Effect, Any, R], timings: Timings) -> R:
         step = resume(steps)
         while not isinstance(step, Done):
             try:
@@ -81,6 +85,10 @@ class MemoryClient(BaseClient):
 
     # -- the two calls apps make on every turn ------------------------------------------------------
 
+    @overload
+    def ingest(self, turns: TurnLike, *, scope: ScopeLike | Callable[[Turn], ScopeLike], progress: bool | None = None) -> IngestResult: ...
+    @overload
+    def ingest(self, turns: Iterable[TurnLike], *, scope: ScopeLike | Callable[[Turn], ScopeLike], progress: bool | None = None) -> list[IngestResult]: ...
     def ingest(self, turns: TurnLike | Iterable[TurnLike], *, scope: ScopeLike | Callable[[Turn], ScopeLike], progress: bool | None = None) -> IngestResult | list[IngestResult]:
         """Extract facts from each turn and let the manager apply ops to the scope's memory.
 
@@ -162,7 +170,7 @@ class MemoryClient(BaseClient):
         self._check_open()
         return self.bank.restore(scope, memory_id)
 
-    def history(self, memory_id: uuid.UUID | str | None = None, *, scope: ScopeLike) -> list[HistoryEvent]:
+    def history(self, memory_id: uuid.UUID | str | None = None, *, scope: ScopeLike) -> builtins.list[HistoryEvent]:  # `list` is the method above
         self._check_open()
         return self._history(scope, memory_id)
 
@@ -174,6 +182,23 @@ class MemoryClient(BaseClient):
     def export(self, dest: str | os.PathLike[str] | IO[str], *, scope: ScopeLike) -> int:
         self._check_open()
         return self._export(scope, dest)
+
+    def read(self, source: str | Iterable[TurnLike], *, scope: ScopeLike, budget_tokens: int = 256, chunk_tokens: int = 1024, progress: bool | None = None) -> ReadResult:
+        """Read a long text (or conversation) chunk by chunk into a memory of at most
+        ``budget_tokens`` that each chunk's reply rewrites (MemAgent), and store it as the
+        scope's core memory, which every answer is shown. Cost grows linearly with the
+        chunks and memory stays flat, so an input longer than the model's context works.
+        Progress is saved after every chunk: calling again with the same input after a
+        crash resumes from the last finished chunk."""
+        self._check_open()
+        plan = self._read_plan(source, scope, budget_tokens, chunk_tokens)
+        started, timings = time.perf_counter(), Timings()
+        reader = self._policies.reader()
+        for chunk in self._read_bar(plan, progress):
+            plan.advance(self._run(decided(reader, "rewrite", plan.memory, chunk, plan.budget_tokens), timings))
+        with self._scope_locks[self._stripe(plan.scope)]:
+            transition = self._run(core_steps(plan.scope, plan.memory, self._reader_actor(reader)), timings)
+        return self._read_result(plan, reader, transition, started, timings)
 
     def import_(self, src: str | os.PathLike[str] | IO[str], *, scope: ScopeLike | None = None) -> int:
         self._check_open()
@@ -222,12 +247,12 @@ class MemoryClient(BaseClient):
         self._policies.commit(switch)
         return decision
 
-    def _loaded(self, role: str, version: str) -> Any:
+    def _loaded(self, role: str, version: str) -> Switch:
         switch = self._policies.plan(role, version)
         self._load(switch)
         return switch
 
-    def _load(self, switch: Any) -> None:
+    def _load(self, switch: Switch) -> None:
         if switch.adapter_name is None:
             return
         try:

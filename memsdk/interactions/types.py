@@ -49,7 +49,7 @@ class Trajectory(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4)
-    kind: Literal["ingest", "answer"]
+    kind: Literal["ingest", "answer", "read"]
     scope: Scope
     involves: list[Scope] = Field(
         default_factory=list,

@@ -13,6 +13,7 @@ from memsdk.policies.heuristic import ExtractiveAnswerer, HeuristicExtractor, He
 from memsdk.policies.manager import ChunkManager, Decision, LLMManager, Manager, OpGuard, to_ops
 from memsdk.policies.prompts import PromptTemplate, load_prompt, split_prompt_id
 from memsdk.policies.writer import LLMWriter, Writer, Written, writer_ops
+from memsdk.policies.deltamem import DeltaMemManager
 
 LLMPolicy = LLMExtractor | LLMManager | LLMAnswerer
 
@@ -22,6 +23,7 @@ __all__ = [
     "ChunkExtractor",
     "ChunkManager",
     "Decision",
+    "DeltaMemManager",
     "ExtractiveAnswerer",
     "Extraction",
     "Extractor",
@@ -32,6 +34,7 @@ __all__ = [
     "LLMExtractor",
     "LLMManager",
     "LLMWriter",
+    "NAMED",
     "LLMPolicy",
     "Manager",
     "OpGuard",
@@ -57,7 +60,11 @@ def memory_r2_policies(backend: LLMBackend | AsyncLLMBackend, config: PolicyConf
 
 
 #: The LLM policy classes that can serve each client role; the first one is the role's default.
-_SERVING = {"extractor": (LLMExtractor, ChunkExtractor), "manager": (LLMManager, ChunkManager), "answerer": (LLMAnswerer,)}
+_SERVING: dict[str, tuple[type[LLMPolicy], ...]] = {"extractor": (LLMExtractor, ChunkExtractor), "manager": (LLMManager, ChunkManager, DeltaMemManager), "answerer": (LLMAnswerer,)}
+
+#: built-in LLM policies a role can name, with the prompt id that serves them
+#: (``policies={"manager": "deltamem"}``)
+NAMED = {"manager": {"deltamem": "deltamem/v1"}}
 
 
 def llm_policy_class(role: str, prompt_id: str | None = None) -> tuple[type[LLMPolicy], str | None]:

@@ -18,9 +18,9 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 from pydantic import BaseModel
 
@@ -30,7 +30,7 @@ from memsdk.policies.parsing import Parsed, parse
 from memsdk.policies.prompts import PromptTemplate
 from memsdk.policies.schemas import json_schema
 
-__all__ = ["Request", "Chat", "Call", "Steps", "Done", "resume", "chat", "achat", "acall", "PolicyConfig", "PolicyCall", "PolicyStats", "LLMCaller", "run", "arun"]
+__all__ = ["Request", "Chat", "Call", "Lookup", "Steps", "Done", "resume", "chat", "achat", "acall", "PolicyConfig", "PolicyCall", "PolicyStats", "LLMCaller", "run", "arun"]
 
 log = logging.getLogger("memsdk.policies")
 T = TypeVar("T", bound=BaseModel)
@@ -75,19 +75,33 @@ class Call:
     afn: Callable[..., Awaitable[Any]] | None = None
 
 
+@dataclass(frozen=True)
+class Lookup:
+    """The effect of a policy that searches before it decides (DeltaMem's manager): the
+    ``limit`` semantic memories of the scope being ingested most similar to ``query``. Only
+    the ingest pipeline runs it (it knows the scope); the memories found count as shown to
+    the policy, for the guard."""
+
+    query: str
+    limit: int
+
+
 R = TypeVar("R")
-#: a policy's decision as steps: yields `Chat` (or `Call`) effects, receives their results, returns R
-Steps = Generator[Chat | Call, Any, R]
+Y = TypeVar("Y")
+#: a policy's decision as steps: yields `Chat` (or `Call`, `Lookup`) effects, receives their results, returns R
+Steps = Generator[Chat | Call | Lookup, Any, R]
 
 
 def chat(effect: Chat) -> Completion:
     """A `Chat` effect with a blocking backend."""
-    return effect.backend.chat(effect.request.messages, **effect.request.options)  # type: ignore[no-any-return]
+    completion: Completion = effect.backend.chat(effect.request.messages, **effect.request.options)  # either kind of backend: Any
+    return completion
 
 
 async def achat(effect: Chat) -> Completion:
     """A `Chat` effect with an async backend."""
-    return await effect.backend.chat(effect.request.messages, **effect.request.options)  # type: ignore[no-any-return]
+    completion: Completion = await effect.backend.chat(effect.request.messages, **effect.request.options)
+    return completion
 
 
 async def acall(effect: Call) -> Any:
@@ -97,13 +111,13 @@ async def acall(effect: Call) -> Any:
 
 
 @dataclass(frozen=True)
-class Done:
+class Done(Generic[R]):
     """Steps that have returned ``value``."""
 
-    value: Any
+    value: R
 
 
-def resume(steps: Generator[Any, Any, Any], result: Any = None, error: BaseException | None = None) -> Any:
+def resume(steps: Generator[Y, Any, R], result: Any = None, error: BaseException | None = None) -> Y | Done[R]:
     """Hand steps their last effect's result (or throw that effect's error into them) and get
     the next effect, or `Done` when they return. Every driver steps generators with it: the
     clients, `drive`, `run` and `arun`."""
@@ -113,11 +127,17 @@ def resume(steps: Generator[Any, Any, Any], result: Any = None, error: BaseExcep
         return Done(done.value)
 
 
-def _execute(effect: Chat | Call) -> Any:
+def _refuse(effect: Lookup) -> NoReturn:
+    raise TypeError(f"a Lookup ({effect.query!r}) needs the ingest pipeline, which knows the scope to search: drive this policy with it")
+
+
+def _execute(effect: Chat | Call | Lookup) -> Any:
+    if isinstance(effect, Lookup):
+        _refuse(effect)
     return chat(effect) if isinstance(effect, Chat) else effect.fn(*effect.args, **effect.kwargs)
 
 
-def _after(steps: Steps[Any], effect: Chat | Call) -> Any:
+def _after(steps: Steps[R], effect: Chat | Call | Lookup) -> Chat | Call | Lookup | Done[R]:
     try:
         result = _execute(effect)
     except Exception as exc:  # thrown in: the policy decides what a failed request costs
@@ -130,7 +150,7 @@ def run(steps: Steps[R]) -> R:
     step = resume(steps)
     while not isinstance(step, Done):
         step = _after(steps, step)
-    return step.value  # type: ignore[no-any-return]
+    return step.value
 
 
 async def arun(steps: Steps[R]) -> R:
@@ -138,12 +158,14 @@ async def arun(steps: Steps[R]) -> R:
     step = resume(steps)
     while not isinstance(step, Done):
         try:
+            if isinstance(step, Lookup):
+                _refuse(step)
             result = await (achat(step) if isinstance(step, Chat) else acall(step))
         except Exception as exc:
             step = resume(steps, error=exc)
             continue
         step = resume(steps, result)
-    return step.value  # type: ignore[no-any-return]
+    return step.value
 
 
 @dataclass(frozen=True)
@@ -251,19 +273,22 @@ class LLMCaller(Generic[T]):
             log.warning("%s: unparseable output (%s): %.200r", call.policy_version, call.failure, call.raw_output)
         return call
 
-    def request(self, backend: LLMBackend | AsyncLLMBackend, **values: str) -> Request:
+    def request(self, backend: LLMBackend | AsyncLLMBackend, values: Mapping[str, str], *, max_tokens: int | None = None) -> Request:
         """The request the policy sends for these prompt values.
 
         Without constrained decoding a small model often answers in prose; starting its
         reply with the prompt's ``response_prefix`` (e.g. ``{"facts": ["``) keeps it in JSON,
         and the prompt's ``stop`` string ends it where the JSON ends. With a schema the
         server enforces the format, and neither is sent. Trainers use the same request.
+        ``max_tokens`` replaces the role's reply budget for this request (MemAgent's reply is
+        a memory whose size the caller chooses).
         """
         messages = self.prompt.render(**values)
+        base = self.params if max_tokens is None else self.params.model_copy(update={"max_tokens": max_tokens})
         schema = self._schema_for(backend)
         if schema is not None:
-            return Request(messages, "", self.params, self.model, schema)
-        prefix, params = self.prompt.response_prefix, self.params
+            return Request(messages, "", base, self.model, schema)
+        prefix, params = self.prompt.response_prefix, base
         if prefix:
             messages = [*messages, {"role": "assistant", "content": prefix}]
         if self.prompt.stop and self.prompt.stop not in params.stop:
@@ -279,19 +304,27 @@ class LLMCaller(Generic[T]):
                 return text + self.prompt.stop
         return text
 
-    def _reask(self, request: Request, first: Choice, error: str | None) -> Request:
-        messages = request.messages[:-1] if request.prefix else request.messages  # show the whole first reply instead
-        messages = [*messages, {"role": "assistant", "content": self.reply_text(request, first)[:2000]}, {"role": "user", "content": REASK.format(error=error)}]
-        return Request(messages, "", request.params, request.model, request.schema)
+    def follow_up(self, request: Request, reply: str, user: str, *, prefix: bool = True) -> Request:
+        """``request`` continued: the reply it got (whole), a new user turn, and the response
+        prefix again unless ``prefix=False`` (a DeltaMem search's results; the re-ask, which
+        lets the model start its second reply freely)."""
+        messages = request.messages[:-1] if request.prefix else request.messages  # the whole reply instead of its prefix
+        messages = [*messages, {"role": "assistant", "content": reply[:2000]}, {"role": "user", "content": user}]
+        if prefix and request.prefix:
+            messages.append({"role": "assistant", "content": request.prefix})
+        return Request(messages, request.prefix if prefix else "", request.params, request.model, request.schema)
 
-    def steps(self, backend: LLMBackend | AsyncLLMBackend, **values: str) -> Steps[tuple[T | None, PolicyCall]]:
+    def steps(self, backend: LLMBackend | AsyncLLMBackend, values: Mapping[str, str], *, max_tokens: int | None = None) -> Steps[tuple[T | None, PolicyCall]]:
         """Ask, parse, maybe re-ask once. Backend failures are thrown in and propagate."""
-        request = self.request(backend, **values)
+        return (yield from self.ask(backend, self.request(backend, values, max_tokens=max_tokens)))
+
+    def ask(self, backend: LLMBackend | AsyncLLMBackend, request: Request) -> Steps[tuple[T | None, PolicyCall]]:
+        """`steps` for a request already built (a conversation that goes on: `follow_up`)."""
         started = time.perf_counter()
         completions = [_checked((yield Chat(backend, request)))]
         parsed = parse(self.reply_text(request, completions[0].choices[0]), self.schema)
         if not parsed.ok and self.reask:
-            again = self._reask(request, completions[0].choices[0], parsed.error)
+            again = self.follow_up(request, self.reply_text(request, completions[0].choices[0]), REASK.format(error=parsed.error), prefix=False)
             completions.append(_checked((yield Chat(backend, again))))
             parsed = parse(self.reply_text(again, completions[-1].choices[0]), self.schema)
         return parsed.value, self._record(backend, request, completions, parsed, started)

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pydantic import BaseModel
+
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, Request, Steps, run
 from memsdk.policies.prompts import load_prompt
@@ -123,6 +125,7 @@ def to_ops(
         if (problem := alias_problem(out.id, len(related), touched, "op")) is not None:
             rejected.append(f"ops[{i}]: {kind} of {problem}" if problem.startswith("unknown") else f"ops[{i}]: {problem}")
             continue
+        assert out.id is not None  # alias_problem rejects a missing alias
         target, seen = related[out.id].record.id, related[out.id].record.version
         if kind is OpType.DELETE:
             ops.append(Op.delete(target, expected_version=seen))
@@ -163,7 +166,7 @@ def check_ops(ops: Sequence[Op], related: Sequence[ScoredMemory]) -> tuple[list[
             else:
                 kept.append(op)
             continue
-        record = shown.get(op.target)  # type: ignore[arg-type]
+        record = None if op.target is None else shown.get(op.target)
         if record is None:
             rejected.append(f"ops[{i}]: {op.op} of memory {op.target} refused: the manager was not shown it")
         elif op.target in touched:
@@ -199,6 +202,7 @@ class LLMManager:
 
     role = "manager"
     prompt_role = "manager"
+    schema: type[BaseModel] = ManagerDecision
     max_tokens = 160
 
     def __init__(
@@ -212,7 +216,8 @@ class LLMManager:
     ) -> None:
         self.backend, self.guard, self.fallback = backend, guard, fallback
         prompt = load_prompt(self.prompt_role, config.prompt_version)
-        self.caller = LLMCaller(prompt, ManagerDecision, config, default_max_tokens=self.max_tokens, stats=stats)
+        # Any: a subclass reads another schema (DeltaMem's search-or-ops step)
+        self.caller: LLMCaller[Any] = LLMCaller(prompt, self.schema, config, default_max_tokens=self.max_tokens, stats=stats)
 
     @property
     def stats(self) -> PolicyStats:
@@ -240,7 +245,7 @@ class LLMManager:
         return Decision([Op.add(t, source_turn_ids=tuple(turns)) for t in texts])
 
     def request(self, facts: Sequence[str], related: Sequence[ScoredMemory]) -> Request:
-        return self.caller.request(self.backend, **self.prompt_values(facts, related))
+        return self.caller.request(self.backend, self.prompt_values(facts, related))
 
     def read(self, request: Request, text: str, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
         """A sampled reply to `request` (its whole text: `LLMCaller.reply_text`) as the decision
@@ -250,7 +255,7 @@ class LLMManager:
     def steps(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Steps[Decision]:
         if not related:
             return self._first_memories(facts, source_turn_ids)
-        value, call = yield from self.caller.steps(self.backend, **self.prompt_values(facts, related))
+        value, call = yield from self.caller.steps(self.backend, self.prompt_values(facts, related))
         return self._finish(value, call, facts, related, source_turn_ids)
 
     def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:

@@ -24,7 +24,7 @@ __all__ = ["PromptTemplate", "load_prompt", "split_prompt_id", "DEFAULT_PROMPTS"
 #: The version each role uses unless told otherwise. Chosen on the 20 hand-made manager
 #: cases and conv-26 turns (train split) with SmolLM2-135M: v1 replies were prose in nearly
 #: every unconstrained call; the later versions start the reply inside the JSON.
-DEFAULT_PROMPTS = {"extractor": "v2", "manager": "v3", "answerer": "v3", "r2_extractor": "v2", "r2_manager": "v2", "writer": "v1"}
+DEFAULT_PROMPTS = {"extractor": "v2", "manager": "v3", "answerer": "v3", "r2_extractor": "v2", "r2_manager": "v2", "writer": "v1", "reader": "v1"}
 
 
 @dataclass(frozen=True, slots=True)

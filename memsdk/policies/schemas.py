@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from memsdk.policies.parsing import trim_loop
 
-__all__ = ["ExtractedFacts", "ManagerOpOut", "ManagerDecision", "WriterCallOut", "WriterCalls", "dropped_calls", "AnswerOut", "json_schema", "ANSWER_ALIASES"]
+__all__ = ["ExtractedFacts", "ManagerOpOut", "ManagerDecision", "WriterCallOut", "WriterCalls", "dropped_calls", "AnswerOut", "ReadMemory", "DeltaStep", "json_schema", "ANSWER_ALIASES"]
 
 #: an atomic fact is a sentence ("Caroline adopted a dog named Buddy in May 2023"), not a paragraph
 MAX_FACT_CHARS = 200
@@ -48,6 +48,8 @@ MAX_MEMORY_CHARS = 300
 MAX_OPS = 6
 #: calls in one writer reply (Mem-alpha emits several per chunk); its 256 tokens fit about this many
 MAX_CALLS = 6
+#: a DeltaMem search's query
+MAX_SEARCH_CHARS = 200
 #: the writer rewrites the core summary in one call; the bank bounds a core memory itself
 #: (`BankLimits.max_core_chars`), this keeps one call within the writer's token budget
 MAX_WRITER_TEXT_CHARS = 600
@@ -163,6 +165,27 @@ class ManagerDecision(BaseModel):
         return _salvage_items(data, "ops", "op", ManagerOpOut, MAX_OPS)
 
 
+class DeltaStep(BaseModel):
+    """One DeltaMem reply: a search (more memories, please) or the final ops."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    search: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_SEARCH_CHARS)] | None = None
+    ops: list[ManagerOpOut] | None = Field(None, max_length=MAX_OPS)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> DeltaStep:
+        if self.search is None and self.ops is None:
+            raise ValueError('expected {"search": ...} or {"ops": [...]}')
+        return self
+
+    @classmethod
+    def salvage(cls, data: Any) -> tuple[Any, Notes]:
+        if isinstance(data, dict) and "ops" not in data and isinstance(data.get("search"), str):
+            return data, []
+        return _salvage_items(data, "ops", "op", ManagerOpOut, MAX_OPS)
+
+
 class WriterCallOut(BaseModel):
     """One Mem-alpha function call: ``fn`` names the function, ``id`` is a memory's alias.
 
@@ -240,6 +263,36 @@ class AnswerOut(BaseModel):
             data = {**data, "answer": _unloop(data["answer"], "answer", notes)}
         if "evidence" in data:
             data = {**data, "evidence": _memory_numbers(data["evidence"], notes)}
+        return data, notes
+
+
+#: MemAgent's overwrite memory, as written: the budget a client asks for is at most this
+#: (the bank's core memory holds 2,000 characters; `BankLimits.max_core_chars`)
+MAX_READ_MEMORY_CHARS = 2000
+
+
+class ReadMemory(BaseModel):
+    """MemAgent's reply: the whole new memory, which replaces the old one."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    memory: Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_READ_MEMORY_CHARS)]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cut_over_budget(cls, data: Any) -> Any:
+        # a memory over the bound is cut at a word: the reader cuts it to the caller's budget
+        # anyway, and keeping its start keeps what the rewrite put first
+        if isinstance(data, dict) and isinstance(data.get("memory"), str) and len(text := data["memory"].strip()) > MAX_READ_MEMORY_CHARS:
+            cut = text.rfind(" ", 0, MAX_READ_MEMORY_CHARS + 1)
+            data = {**data, "memory": text[: cut if cut > 0 else MAX_READ_MEMORY_CHARS].rstrip()}
+        return data
+
+    @classmethod
+    def salvage(cls, data: Any) -> tuple[Any, Notes]:
+        notes: Notes = []
+        if isinstance(data, dict) and isinstance(data.get("memory"), str):
+            data = {**data, "memory": _unloop(data["memory"], "memory", notes)}
         return data, notes
 
 

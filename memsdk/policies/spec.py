@@ -122,29 +122,36 @@ class RolePolicies(BaseModel):
     #: Mem-alpha's writer, used when ``ClientConfig(writer=True)``: an LLM only (there is no
     #: heuristic writer), so ``"llm"`` or an `LLMSpec` without a policy object
     writer: Any = "llm"
+    #: MemAgent's reader (`MemoryClient.read`): ``"llm"``, ``"heuristic"`` (a window of the
+    #: most recent text) or an `LLMSpec` without a policy object
+    reader: Any = "llm"
 
     @field_validator(*POLICY_ROLES, mode="before")
     @classmethod
     def _choice(cls, value: Any, info: ValidationInfo) -> Any:
         return role_choice(value, info.field_name or "")
 
-    @field_validator("writer", mode="before")
+    @field_validator("writer", "reader", mode="before")
     @classmethod
-    def _writer(cls, value: Any) -> Any:
+    def _built_in_only(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, str) and value.strip().startswith("{"):
-            value = json.loads(value)
+            try:
+                value = json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"not valid JSON: {exc}") from None
         if isinstance(value, dict):
             value = LLMSpec.model_validate(value)
-        if value == "llm" or (isinstance(value, LLMSpec) and value.policy is None):
+        allowed = ("llm", "heuristic") if info.field_name == "reader" else ("llm",)
+        if value in allowed or (isinstance(value, LLMSpec) and value.policy is None):
             return value
-        raise ValueError("the writer is an LLM policy: 'llm' or an LLM spec (base_url, in_process, model, ...) without a policy object")
+        raise ValueError(f"expected {' or '.join(map(repr, allowed))} or an LLM spec (base_url, in_process, model, ...) without a policy object")
 
     @classmethod
     def of(cls, policies: Literal["llm", "heuristic"] | RolePolicies) -> RolePolicies:
         """The per-role form of a shorthand."""
         if isinstance(policies, RolePolicies):
             return policies
-        return cls(**{role: policies for role in POLICY_ROLES}, writer="llm")
+        return cls(**{role: policies for role in POLICY_ROLES}, writer="llm", reader=policies)
 
     def __getitem__(self, role: str) -> Any:
         return getattr(self, role)

@@ -46,6 +46,7 @@ import qdrant_edge as qe
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from memsdk.policies.reader import CHARS_PER_TOKEN
 from memsdk import (
     Actor,
     AsyncMemoryClient,
@@ -516,6 +517,14 @@ def check_ingest(case: Case, a: dict[str, Any], out: Any) -> None:
         check_stored(bank, scope)
 
 
+def check_read(case: Case, a: dict[str, Any], out: Any) -> None:
+    scope, bank = scope_of(a["scope"]), case.world.bank
+    [core] = bank.list(scope, tier=Tier.CORE)
+    assert out.memory_id == core.id and core.text == out.text and out.text, "the read's memory is the scope's one core memory"
+    assert len(out.text) <= a["budget_tokens"] * CHARS_PER_TOKEN
+    check_stored(bank, scope)
+
+
 def check_answer(case: Case, a: dict[str, Any], out: Any) -> None:
     check_hits(scopes_of(a["scope"]), [ScoredMemory(record=r, score=0.0) for r in out.evidence])
 
@@ -658,6 +667,19 @@ CLIENT_METHODS = [
             {"turns": {"speaker": "Alice", "text": "hello", "timestamp": "\udcff"}, "scope": HOME},
             {"turns": {"speaker": "Alice", "text": "0:0", "timestamp": "\x00"}, "scope": HOME},
         ),
+    ),
+    Method(
+        "read",
+        {
+            "source": mostly(st.one_of(TEXT, TURNS), st.one_of(st.integers(), st.none(), st.just(b"x"), HOSTILE)),
+            "scope": SCOPE,
+            "budget_tokens": mostly(st.integers(16, 500), st.one_of(st.integers(), HOSTILE, st.just(True))),
+            "chunk_tokens": mostly(st.integers(32, 512), st.one_of(st.integers(), HOSTILE, st.just(1.5))),
+        },
+        lambda c, a: c.read(a["source"], scope=a["scope"], budget_tokens=a["budget_tokens"], chunk_tokens=a["chunk_tokens"], progress=False),
+        check_read,
+        budget=300,
+        examples=({"source": "tea \udcff " * 50, "scope": HOME, "budget_tokens": 16, "chunk_tokens": 32},),
     ),
     Method(
         "feedback",
