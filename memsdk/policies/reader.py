@@ -15,6 +15,7 @@ the same for every backend, so a budget means the same size on vLLM and in-proce
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -127,6 +128,10 @@ class LLMReader:
         return budget_tokens + budget_tokens // 4 + 16
 
     def _finish(self, value: ReadMemory | None, call: PolicyCall, memory: str, chunk: str, budget_tokens: int) -> Read:
+        if value is None and call.finish_reason == "length":
+            value = _cut_short(call.raw_output, self.caller.prompt.response_prefix)
+            if value is not None:
+                self.stats.add("cut_at_token_limit")
         if value is not None and not _storable(value.memory):  # a NUL or a lone surrogate from a JSON escape
             value = None
         if value is None or not value.memory:
@@ -153,6 +158,22 @@ class LLMReader:
     def rewrite(self, memory: str, chunk: str, budget_tokens: int) -> Read:
         """`steps` run with blocking calls (a script, a test); the clients drive `steps`."""
         return run(self.steps(memory, chunk, budget_tokens))
+
+
+def _cut_short(raw: str, prefix: str) -> ReadMemory | None:
+    """A memory reply the token limit cut inside its string, up to its last whole sentence: a
+    small model writes past its budget far more often than it writes nothing (SmolLM2 in
+    `benchmarks/read.py`), and a memory is worth keeping up to where it stops making sense."""
+    if not raw.startswith(prefix):
+        return None
+    body = raw[len(prefix) :]
+    end = max(body.rfind(". "), body.rfind(".\n"))
+    if end <= 0:
+        return None
+    try:
+        return ReadMemory(memory=json.loads('"' + body[: end + 1] + '"'))
+    except ValueError:  # a broken escape: no memory rather than a mangled one
+        return None
 
 
 def _storable(text: str) -> bool:

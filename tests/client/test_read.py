@@ -143,3 +143,11 @@ def test_a_memory_the_bank_cannot_hold_is_not_taken(tmp_path) -> None:
     with client(tmp_path, backend) as c:
         result = c.read(" ".join(["word"] * 240), scope=ANN, budget_tokens=32, chunk_tokens=100, progress=False)
     assert result.chunks == 3 and result.text == "Ann visited Oslo." and result.kept_old == 2
+
+
+def test_a_memory_cut_by_the_token_limit_keeps_its_whole_sentences(tmp_path) -> None:
+    backend = ScriptedBackend(('{"memory": "Ann moved to Oslo. Ann adopted a cat. Ann went to', "length"), ('{"memory": "no sentence end at all', "length"))
+    with client(tmp_path, backend) as c:
+        result = c.read(" ".join(["word"] * 160), scope=ANN, budget_tokens=32, chunk_tokens=100, progress=False)
+        stats = c.policy_stats["reader"]
+    assert result.text == "Ann moved to Oslo. Ann adopted a cat." and stats["cut_at_token_limit"] == 1 and result.kept_old == 1
