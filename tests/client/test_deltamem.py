@@ -93,11 +93,11 @@ def test_it_is_served_by_name_and_needs_the_pipeline_to_search(tmp_path) -> None
 
 @pytest.mark.slow
 def test_smollm2_deltamem_loses_nothing(tmp_path, transformers_backend) -> None:
-    turns = [{"speaker": "Ann", "text": t} for t in ("I adopted a dog named Buddy last May", "My dog Buddy loves the park near my flat", "I adopted a second dog, Scout, this week")]
+    turns = [{"speaker": "Ann", "text": t} for t in ("I adopted a dog named Buddy last May", "I adopted a second dog, Scout, this week")]
     with MemoryClient(data_dir=tmp_path, policies={**NO_LLM, "manager": LLMSpec(backend=transformers_backend, prompt="deltamem/v1", fallback=False)}) as c:
         results = c.ingest(turns, scope=ANN, progress=False)
-        assert len(c.list(scope=ANN, tier="episodic")) == 3  # every turn kept, whatever the model did
+        assert len(c.list(scope=ANN, tier="episodic")) == 2  # every turn kept, whatever the model did
         records = {r.id: r for r in c.list(scope=ANN, include_deleted=True)}
         assert {e.memory_id for e in c.history(scope=ANN)} == set(records)
-        # the first fact has no related memory (no call); the others at most max_lookups + 1 calls each
-        assert len(results) == 3 and c.policy_stats["manager"].get("calls", 0) <= 2 * 3
+        # the first fact has no related memory (no call); the second at most max_lookups + 1 calls
+        assert len(results) == 2 and c.policy_stats["manager"].get("calls", 0) <= 3
