@@ -56,6 +56,8 @@ class ClientConfig(BaseModel):
     log_interactions: bool = Field(True, description="Record every ingest and answer for training.")
     embedder_threads: int = Field(1, ge=1)
     llm_timeout_s: float = Field(60.0, gt=0)
+    llm_breaker_failures: int | None = Field(5, ge=1, description="After this many requests in a row find an LLM server unreachable, fail at once (so the role's fallback decides) for llm_breaker_cooldown_s; None: never.")
+    llm_breaker_cooldown_s: float = Field(30.0, gt=0)
 
     @field_validator("policies", mode="before")
     @classmethod

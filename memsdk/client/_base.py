@@ -31,6 +31,7 @@ from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo, ReadRe
 from memsdk.config import ClientConfig
 from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
 from memsdk.errors import ClientClosed, GateFailed, InvalidInput, PolicyError
+from memsdk.llm.config import CircuitBreaker
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import BASE_VERSION, ROLES, PolicyRegistry
 from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, Actor, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, utcnow
@@ -141,6 +142,11 @@ class BaseClient(Generic[B]):
         """Close the bank if the client opened it; an injected one is its owner's to close."""
         if self._owns_bank:
             self.bank.close()
+
+    def _breaker(self) -> CircuitBreaker | None:
+        """A circuit breaker for each server backend the client makes (None: turned off)."""
+        c = self.config
+        return CircuitBreaker(c.llm_breaker_failures, c.llm_breaker_cooldown_s) if c.llm_breaker_failures else None
 
     @property
     def _backend(self) -> B | None:

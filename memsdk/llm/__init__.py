@@ -20,7 +20,7 @@ from memsdk.llm.base import (
     SamplingParams,
     TokenLogprob,
 )
-from memsdk.llm.config import DEFAULT_LIMITS, DEFAULT_RETRY, DEFAULT_TIMEOUT, Limits, RetryPolicy, Timeout
+from memsdk.llm.config import DEFAULT_LIMITS, DEFAULT_RETRY, DEFAULT_TIMEOUT, CircuitBreaker, Limits, RetryPolicy, Timeout
 from memsdk.llm.models import SMOLLM2_NAME, default_cache_dir, ensure_smollm2, smollm2_gguf_path
 
 # The backends import httpx (~0.15 s) or torch; policies only need the protocol, so the
@@ -53,6 +53,7 @@ __all__ = [
     "Timeout",
     "Limits",
     "RetryPolicy",
+    "CircuitBreaker",
     "DEFAULT_TIMEOUT",
     "DEFAULT_LIMITS",
     "DEFAULT_RETRY",

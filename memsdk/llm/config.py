@@ -3,6 +3,7 @@
     Timeout(connect=5, read=120)                 explicit per phase; read bounds one generation
     Limits(max_connections=16, max_concurrency=8) pool size and in-flight requests
     RetryPolicy(max_retries=2, ...)              which failures are retried and how long to wait
+    CircuitBreaker(failures=5, cooldown_s=30)    stop calling a server that is down, for a while
 
 Each has a module-level default (``DEFAULT_TIMEOUT``...). A float passed where a ``Timeout``
 is expected means "this many seconds for every phase" (``Timeout.of``).
@@ -11,12 +12,16 @@ is expected means "this many seconds for every phase" (``Timeout.of``).
 from __future__ import annotations
 
 import random
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 __all__ = [
     "Timeout",
     "Limits",
     "RetryPolicy",
+    "CircuitBreaker",
     "TimeoutTypes",
     "DEFAULT_TIMEOUT",
     "DEFAULT_LIMITS",
@@ -95,3 +100,44 @@ class RetryPolicy:
 DEFAULT_TIMEOUT = Timeout()
 DEFAULT_LIMITS = Limits()
 DEFAULT_RETRY = RetryPolicy()
+
+
+class CircuitBreaker:
+    """Fails fast while a server is down, instead of paying timeouts and retries per request.
+
+    After ``failures`` requests in a row ended with the server unreachable (connection
+    errors and timeouts, after the retry policy's own retries), the breaker opens: requests
+    fail at once for ``cooldown_s``. Then one request is let through (half-open): its success
+    closes the breaker, its failure opens it for another cooldown. A response of any status
+    is the server being up. Thread-safe; one breaker per backend.
+    """
+
+    def __init__(self, failures: int = 5, cooldown_s: float = 30.0, *, clock: Callable[[], float] = time.monotonic) -> None:
+        if failures < 1 or cooldown_s <= 0:
+            raise ValueError("a circuit breaker needs failures >= 1 and cooldown_s > 0")
+        self.failures, self.cooldown_s, self._clock = failures, cooldown_s, clock
+        self._lock = threading.Lock()
+        self._failed = 0
+        self._open_until: float | None = None
+        self._probing = False
+
+    def allow(self) -> float | None:
+        """None if a request may go out now, else the seconds until the breaker half-opens."""
+        with self._lock:
+            if self._open_until is None:
+                return None
+            left = self._open_until - self._clock()
+            if left > 0 or self._probing:
+                return max(left, 0.0)
+            self._probing = True  # the one request that finds out whether the server is back
+            return None
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self._failed, self._open_until, self._probing = 0, None, False
+
+    def failed(self) -> None:
+        with self._lock:
+            self._failed += 1
+            if self._probing or self._failed >= self.failures:
+                self._open_until, self._probing = self._clock() + self.cooldown_s, False

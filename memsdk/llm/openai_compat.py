@@ -39,6 +39,7 @@ from memsdk.errors import (
 )
 from memsdk.llm.base import Choice, Completion, Message, SamplingParams, TokenLogprob
 from memsdk.llm.config import (
+    CircuitBreaker,
     DEFAULT_LIMITS,
     DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
@@ -108,6 +109,16 @@ class _Attempts:
         raise PolicyUnavailable(f"{where}: {type(exc).__name__}: {exc}{tries}") from exc
 
 
+def _or_broken(backend: _BaseOpenAIBackend, attempts: _Attempts, exc: httpx.TransportError) -> float:
+    """The retry delay after a transport error; when no retry is left, the failure counts
+    against the circuit breaker (one per logical request, not per attempt)."""
+    try:
+        return attempts.on_transport_error(exc)
+    except PolicyUnavailable:
+        backend._outcome(up=False)
+        raise
+
+
 def _retry_after_s(response: httpx.Response) -> float | None:
     """``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), as openai-python reads them."""
     headers = response.headers
@@ -171,13 +182,16 @@ class _BaseOpenAIBackend:
         schema_mode: SchemaMode = "auto",
         vllm_extensions: bool = True,
         headers: dict[str, str] | None = None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
+        """``breaker``: fail fast while the server is down (`CircuitBreaker`); None: never."""
         base = base_url.rstrip("/")
         self._base_url = base[: -len("/v1")] if base.endswith("/v1") else base
         self._model = model
         self._timeout = Timeout.of(timeout)
         self._limits = limits
         self._retry = retry
+        self._breaker = breaker
         self._schema_mode: SchemaMode = schema_mode
         self._vllm = vllm_extensions
         self._headers = {"content-type": "application/json", **(headers or {})}
@@ -196,6 +210,14 @@ class _BaseOpenAIBackend:
     @property
     def supports_schema(self) -> bool:
         return True
+
+    def _check_breaker(self, request: _Request) -> None:
+        if self._breaker is not None and (wait := self._breaker.allow()) is not None:
+            raise PolicyUnavailable(f"{request.method} {request.path}: {self._base_url} failed {self._breaker.failures} requests in a row; not asked again for {wait:.0f} s (circuit breaker)")
+
+    def _outcome(self, up: bool) -> None:
+        if self._breaker is not None:
+            (self._breaker.succeeded if up else self._breaker.failed)()
 
     def _client_kwargs(self) -> dict[str, Any]:
         return {
@@ -330,14 +352,16 @@ class OpenAICompatibleBackend(_BaseOpenAIBackend):
         self._gate = threading.BoundedSemaphore(self._limits.max_concurrency)
 
     def _send(self, request: _Request) -> httpx.Response:
+        self._check_breaker(request)
         attempts = _Attempts(self._retry, request)
         while True:
             try:
                 with self._gate:
                     response = self._client.request(request.method, request.path, json=request.body)
+                self._outcome(up=True)
                 delay = attempts.on_response(response)
             except httpx.TransportError as exc:
-                delay = attempts.on_transport_error(exc)
+                delay = _or_broken(self, attempts, exc)
             else:
                 if delay is None:
                     return response
@@ -409,14 +433,16 @@ class AsyncOpenAICompatibleBackend(_BaseOpenAIBackend):
         self._gate = asyncio.Semaphore(self._limits.max_concurrency)
 
     async def _send(self, request: _Request) -> httpx.Response:
+        self._check_breaker(request)
         attempts = _Attempts(self._retry, request)
         while True:
             try:
                 async with self._gate:
                     response = await self._client.request(request.method, request.path, json=request.body)
+                self._outcome(up=True)
                 delay = attempts.on_response(response)
             except httpx.TransportError as exc:
-                delay = attempts.on_transport_error(exc)
+                delay = _or_broken(self, attempts, exc)
             else:
                 if delay is None:
                     return response

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from memsdk.errors import BackendError, BackendTimeout, Conflict, ContextTooLong, ModelNotFound, PolicyUnavailable
-from memsdk.llm import AsyncOpenAICompatibleBackend, Limits, OpenAICompatibleBackend, RetryPolicy, SamplingParams, Timeout
+from memsdk.llm import AsyncOpenAICompatibleBackend, CircuitBreaker, Limits, OpenAICompatibleBackend, RetryPolicy, SamplingParams, Timeout
 from memsdk.llm.openai_compat import _retry_after_s
 
 from ._stub_server import Reply, StubServer, chat_body
@@ -187,3 +187,41 @@ class _Fixed:
 
     def random(self) -> float:
         return self.value
+
+
+def test_a_circuit_breaker_stops_asking_a_dead_server_then_probes_it(make: Any) -> None:
+    now, down, sent = [0.0], [True], []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        if down[0]:
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(200, json=chat_body())
+
+    llm = make("http://llm.test", transport=httpx.MockTransport(server), retry=RetryPolicy(max_retries=0), breaker=CircuitBreaker(failures=2, cooldown_s=30.0, clock=lambda: now[0]))
+    for _ in range(2):
+        with pytest.raises(PolicyUnavailable, match="ConnectError"):
+            llm.chat(MSGS, params=PARAMS)
+    with pytest.raises(PolicyUnavailable, match="circuit breaker"):  # open: nothing is sent
+        llm.chat(MSGS, params=PARAMS)
+    assert len(sent) == 2
+    now[0], down[0] = 31.0, False  # the cooldown is over, and the server is back: the probe closes it
+    assert llm.chat(MSGS, params=PARAMS).text and llm.chat(MSGS, params=PARAMS).text
+    assert len(sent) == 4
+
+
+def test_a_failed_probe_opens_the_breaker_again() -> None:
+    now = [0.0]
+    breaker = CircuitBreaker(failures=3, cooldown_s=10.0, clock=lambda: now[0])
+    for _ in range(3):
+        assert breaker.allow() is None
+        breaker.failed()
+    assert breaker.allow() == 10.0
+    now[0] = 10.0
+    assert breaker.allow() is None and breaker.allow() == 0.0  # one probe at a time
+    breaker.failed()  # the probe failed: a new cooldown, not three more failures
+    assert breaker.allow() == 10.0
+    now[0] = 20.0
+    assert breaker.allow() is None
+    breaker.succeeded()
+    assert breaker.allow() is None and breaker.allow() is None
