@@ -63,11 +63,14 @@ class Backends(Generic[B]):
         self._made: dict[Endpoint, B] = {}
         self._lock = threading.Lock()
 
+    def _default_endpoint(self) -> Endpoint:
+        c = self._config
+        return Endpoint(c.llm_base_url, c.model, c.llm_api_key, c.llm_timeout_s)
+
     def default(self) -> B:
         if self._injected is not None:
             return self._injected
-        c = self._config
-        return self._get(Endpoint(c.llm_base_url, c.model, c.llm_api_key, c.llm_timeout_s))
+        return self._get(self._default_endpoint())
 
     def for_spec(self, spec: LLMSpec) -> B:
         if spec.backend is not None:
@@ -97,8 +100,7 @@ class Backends(Generic[B]):
         """The default backend if it exists (injected or already made), else None."""
         if self._injected is not None:
             return self._injected
-        c = self._config
-        return self._made.get(Endpoint(c.llm_base_url, c.model, c.llm_api_key, c.llm_timeout_s))
+        return self._made.get(self._default_endpoint())
 
 
 @dataclass(frozen=True)

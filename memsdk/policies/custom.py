@@ -28,6 +28,7 @@ pipeline reports them in ``failures`` and the turn stays in the episodic tier.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -114,7 +115,7 @@ class _Decided(Protocol):
 D = TypeVar("D", bound=_Decided)  # the role's result: Extraction, Decision or Answer
 
 
-class _Plugged(Generic[D]):
+class _Plugged(ABC, Generic[D]):
     """Runs a user's policy of one role behind the interface the pipeline calls.
 
     Subclasses say which method the role has (``rule``) and how a result is checked
@@ -213,14 +214,17 @@ class _Plugged(Generic[D]):
         self.stats.add("bad_results")
         return PolicyError(f"{self.version} returned {what} of type {type(value).__name__}; expected {expected}")
 
+    @abstractmethod
     def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> D:
-        raise NotImplementedError
+        """The role's result from what the policy returned, checked (`PolicyError` if wrong)."""
 
+    @abstractmethod
     def _empty(self, why: str) -> D:
-        raise NotImplementedError
+        """The safe decision when a reply could not be read."""
 
+    @abstractmethod
     def _summary(self, result: D) -> dict[str, Any]:
-        raise NotImplementedError
+        """The logged ``parsed`` field of a call that was read."""
 
 
 class PluggedExtractor(_Plugged[Extraction]):
