@@ -21,15 +21,14 @@ import resource
 import time
 
 from memsdk_training.recipes import ManagerGRPOConfig, ManagerPPOConfig, read_metrics
-from memsdk_training.recipes.grpo_manager import ManagerGRPORecipe
-from memsdk_training.recipes.ppo_manager import ManagerPPORecipe
+from memsdk_training.recipes.manager import ManagerRecipe
 
-RECIPES = {"grpo": (ManagerGRPOConfig, ManagerGRPORecipe), "ppo": (ManagerPPOConfig, ManagerPPORecipe)}
+CONFIGS = {"grpo": ManagerGRPOConfig, "ppo": ManagerPPOConfig}  # the config picks the learner
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--algorithm", choices=sorted(RECIPES), default="grpo")
+    parser.add_argument("--algorithm", choices=sorted(CONFIGS), default="grpo")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--out", default="build/bench/train_cpu")
     parser.add_argument("--threads", type=int, default=1, help="1: two threads crawl whenever the other core is busy (NOTES.md)")
@@ -41,15 +40,14 @@ def main() -> None:
     parser.add_argument("--warm-start", type=int, default=0, help="SFT steps on the heuristic manager's valid replies before RL")
     parser.add_argument("--warm-start-lr", type=float, default=5e-4)
     args = parser.parse_args()
-    config_cls, recipe_cls = RECIPES[args.algorithm]
-    config = config_cls(
+    config = CONFIGS[args.algorithm](
         output_dir=args.out, steps=args.steps, num_threads=args.threads, group_size=args.group_size, prompts_per_step=2, max_tokens=args.max_tokens,
         lr=args.lr, format_reward=args.format_reward, metric="f1", answerer="extractive", embedder="minilm", max_train_states=16, max_val_states=8,
         qa_per_group=2, micro_batch_size=args.micro_batch, eval_every=0, checkpoint_every=1000, progress=True,
         warm_start_steps=args.warm_start, warm_start_lr=args.warm_start_lr,
     )  # fmt: skip
     started = time.perf_counter()
-    recipe = recipe_cls(config)
+    recipe = ManagerRecipe(config)
     recipe.setup()
     setup_s = time.perf_counter() - started
     rows = recipe.train()

@@ -27,7 +27,7 @@ from memsdk.embedding import Embedder
 from memsdk.llm import TransformersBackend
 from memsdk_training.env import MemoryState, log_states
 from memsdk_training.recipes import ManagerGRPOConfig, PublishSettings
-from memsdk_training.recipes.grpo_manager import ManagerGRPORecipe
+from memsdk_training.recipes.manager import ManagerRecipe
 from memsdk_training.rewards import token_f1
 
 CONVERSATION = [
@@ -53,7 +53,7 @@ def run_conversation(client: MemoryClient, scope: dict[str, str]) -> list[tuple[
     return out
 
 
-class LogRecipe(ManagerGRPORecipe):
+class LogRecipe(ManagerRecipe):
     """The manager recipe on states from the log (no held-out data here: validation = train states)."""
 
     def __init__(self, config: ManagerGRPOConfig, states: list[MemoryState]) -> None:

@@ -2,9 +2,9 @@
 
 The config file (YAML or JSON) fills the recipe's typed config; ``--steps``,
 ``--output-dir`` and ``--device`` override it for quick runs. A run with an existing
-``<output_dir>/checkpoints/last`` resumes from it (manager, manager-ppo, answerer, writer).
-``manager-ppo`` is the manager with PPO and a value head instead of GRPO: the same
-environment, its own config (`ManagerPPOConfig`: gamma, lam, vf_coef, value_clip, value_lr).
+``<output_dir>/checkpoints/last`` (a curriculum: ``stage-<i>-<n>/last``) resumes from it.
+``manager-ppo`` is the manager recipe with its PPO config (`ManagerPPOConfig`: gamma, lam,
+vf_coef, value_clip, value_lr), which makes the loop's learner PPO with a value head.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ __all__ = ["RECIPES", "main", "build_recipe"]
 
 # recipe name -> (module, config class, recipe class), imported only when chosen
 RECIPES = {
-    "manager": ("grpo_manager", "ManagerGRPOConfig", "ManagerGRPORecipe"),
-    "manager-ppo": ("ppo_manager", "ManagerPPOConfig", "ManagerPPORecipe"),
-    "answerer": ("grpo_answerer", "AnswererGRPOConfig", "AnswererGRPORecipe"),
+    "manager": ("manager", "ManagerGRPOConfig", "ManagerRecipe"),
+    "manager-ppo": ("manager", "ManagerPPOConfig", "ManagerRecipe"),
+    "answerer": ("answerer", "AnswererGRPOConfig", "AnswererRecipe"),
     "memory-r2": ("logo_grpo", "LogoGRPOConfig", "LogoGRPORecipe"),
-    "writer": ("grpo_writer", "WriterGRPOConfig", "WriterGRPORecipe"),
+    "writer": ("writer", "WriterGRPOConfig", "WriterRecipe"),
 }
 
 

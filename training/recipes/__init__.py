@@ -1,32 +1,36 @@
-"""Training recipes: GRPO for Memory-R1's manager and answerer, LoGo-GRPO for Memory-R2.
+"""Training recipes: one on-policy loop, composed per recipe of a sampler, a learner and stages.
 
+loop          `Recipe`: the loop (setup / train / save_checkpoint / cleanup), `Stage`, `RecipeData`
+samples       what a sampler returns (`SampledGroup` of `Sampled` members, their `Completion`s), `Sampler`
+learners      `GroupLearner` (GRPO / Dr.GRPO, DAPO filter), `ValueLearner` (PPO with a value head)
+update        `ppo_update`: PPO-clip + KL to the adapter-free model + entropy, over scored rows
 config        typed configs (pydantic), `load_config` for YAML / JSON files
 policy        `Policy` (base + LoRA: scoring; sampling through the runtime's `TransformersBackend`)
 rollouts      in-process or vLLM rollouts (runtime LoRA reload after each update)
-update        `ppo_update`: PPO-clip + KL to the adapter-free model + entropy, over scored rows
 metrics       the JSONL metrics log and the PNG of its curves
-grpo          `GRPORecipe`: the shared single-call GRPO loop (setup / train / save_checkpoint / cleanup)
-grpo_manager  `ManagerGRPORecipe`: Memory-R1's manager with a frozen answerer as the reward
+manager       `ManagerRecipe`: Memory-R1's manager, a frozen answerer as the reward (GRPO, or PPO by its config)
 warm_start    supervised warm start of the manager on the heuristic manager's valid replies, before RL
-ppo_manager   `ManagerPPORecipe`: the same manager with PPO and a value head (the paper's PPO variant)
-grpo_answerer `AnswererGRPORecipe`: Memory-R1's answer agent on (question, k memories, gold)
-logo_grpo     `LogoGRPORecipe`: Memory-R2's shared extractor + manager, LoGo groups, curriculum
-grpo_writer   `WriterGRPORecipe`: Mem-alpha's writer, GRPO without KL, R1 + R2_t + w3 R3 + w4 R4_t
+answerer      `AnswererRecipe`: Memory-R1's answer agent on (question, k memories, gold)
+logo_grpo     `LogoGRPORecipe`: Memory-R2's shared extractor + manager, LoGo groups, curriculum stages
+writer        `WriterRecipe`: Mem-alpha's writer, GRPO without KL, R1 + R2_t + w3 R3 + w4 R4_t
 """
 
 from .config import AnswererGRPOConfig, LoRASettings, LogoGRPOConfig, ManagerGRPOConfig, ManagerPPOConfig, PublishSettings, RecipeConfig, WriterGRPOConfig, load_config
-from .grpo import GroupEnv, GRPORecipe, Learned, RecipeData, Sampled, SampledGroup, step_seed
+from .learners import GroupLearner, Learned, Learner, ValueLearner
+from .loop import Recipe, RecipeData, Stage, step_seed
 from .metrics import MetricsLog, plot_metrics, read_metrics
 from .policy import Policy, Scored
 from .rollouts import InProcessRollouts, RolloutEngine, VLLMRollouts, rollout_engine
+from .samples import Completion, Sampled, SampledGroup, Sampler
 from .update import Row, UpdateStats, ppo_update, update_metrics
 
 __all__ = [
     "AnswererGRPOConfig",
-    "GRPORecipe",
-    "GroupEnv",
+    "Completion",
+    "GroupLearner",
     "InProcessRollouts",
     "Learned",
+    "Learner",
     "LoRASettings",
     "LogoGRPOConfig",
     "ManagerGRPOConfig",
@@ -34,14 +38,18 @@ __all__ = [
     "MetricsLog",
     "Policy",
     "PublishSettings",
+    "Recipe",
     "RecipeConfig",
     "RecipeData",
     "RolloutEngine",
     "Row",
     "Sampled",
     "SampledGroup",
+    "Sampler",
     "Scored",
+    "Stage",
     "UpdateStats",
+    "ValueLearner",
     "VLLMRollouts",
     "WriterGRPOConfig",
     "load_config",

@@ -16,7 +16,7 @@ per row; token-mean becomes a mean of per-micro-batch token means).
 
 `policy_loss` (one micro-batch's L) and `run_epochs` (the accumulate / clip / step loop)
 are public so that an update with more terms (PPO with a value head,
-`recipes.ppo_manager`) adds its terms instead of repeating the loop.
+`recipes.learners.ValueLearner`) adds its terms instead of repeating the loop.
 """
 
 from __future__ import annotations

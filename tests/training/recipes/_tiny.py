@@ -18,7 +18,8 @@ from typing import Any
 from memsdk.llm.base import SamplingParams
 from memsdk.llm.inprocess import render
 from memsdk.llm.transformers_backend import TransformersBackend
-from memsdk_training.recipes import Sampled, SampledGroup
+from memsdk_training.advantages import GroupedAdvantages
+from memsdk_training.recipes import GroupLearner, Sampled, SampledGroup
 
 def run_recipe(cls: Any, config: Any) -> list[dict]:
     """setup -> train -> cleanup; the metrics rows of the run."""
@@ -32,6 +33,17 @@ def run_recipe(cls: Any, config: Any) -> list[dict]:
 
 def mean_of(rows: list[dict], key: str = "reward_mean") -> float:
     return sum(r[key] for r in rows) / len(rows)
+
+
+class ZeroAdvantages(GroupLearner):
+    """GRPO, except that every advantage is 0: the control of a learning test (only the KL
+    term, zero at the start, is left, so nothing should be learned)."""
+
+    def advantages(self, groups: Sequence[SampledGroup]) -> GroupedAdvantages:
+        import torch
+
+        adv = super().advantages(groups)
+        return adv._replace(advantages=torch.zeros_like(adv.advantages))
 
 
 SPECIAL = ["<pad>", "<unk>", "<eos>", "<|system|>", "<|user|>", "<|assistant|>"]
@@ -115,14 +127,14 @@ class OpChoiceEnv:
         words = text.split()
         return float(bool(words) and words[0] == state.right_op)
 
-    def sample(self, state: OpState, params: SamplingParams, *, seed: int) -> SampledGroup:
+    def sample(self, state: OpState, params: SamplingParams, *, seed: int) -> list[SampledGroup]:
         messages = self.messages(state)
-        completion = self.backend.chat(messages, params=params)
+        completion, prompt = self.backend.chat(messages, params=params), self.backend.render(messages)
         samples = tuple(
-            Sampled(tuple(c.token_ids or ()), c.text, self.reward(state, c.text), parse_failed=c.text.split()[:1] not in ([op] for op in OPS))
+            Sampled.reply(prompt, c.token_ids or (), c.text, self.reward(state, c.text), parse_failed=c.text.split()[:1] not in ([op] for op in OPS))
             for c in completion.choices
         )
-        return SampledGroup(self.key(state), self.backend.render(messages), samples)
+        return [SampledGroup(self.key(state), samples)]
 
     def evaluate(self, states: Sequence[OpState]) -> dict[str, float]:
         greedy = SamplingParams(temperature=0.0, max_tokens=1)

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import torch
 
-from memsdk_training.advantages import GroupedAdvantages
-from memsdk_training.recipes import GRPORecipe, LoRASettings, RecipeConfig, RecipeData, read_metrics
+from memsdk_training.recipes import LoRASettings, Recipe, RecipeConfig, RecipeData, read_metrics
 
-from ._tiny import OpChoiceEnv, mean_of as _mean, op_states, run_recipe as _run
+from ._tiny import OpChoiceEnv, ZeroAdvantages, mean_of as _mean, op_states, run_recipe as _run
 
 
-class OpRecipe(GRPORecipe):
-    """The shared GRPO loop on the synthetic op task."""
+class OpRecipe(Recipe):
+    """The shared loop on the synthetic op task (its RecipeConfig makes the learner GRPO)."""
 
     def _setup_data(self, policy, rollouts):  # type: ignore[no-untyped-def]
         return RecipeData(OpChoiceEnv(rollouts.backend), op_states(8, seed=0), op_states(8, seed=1))
@@ -24,9 +23,8 @@ class OpRecipe(GRPORecipe):
 class ZeroAdvantageRecipe(OpRecipe):
     """Identical, except that every advantage is 0: only the (zero at start) KL term is left."""
 
-    def advantages(self, groups):  # type: ignore[no-untyped-def]
-        adv: GroupedAdvantages = super().advantages(groups)
-        return adv._replace(advantages=torch.zeros_like(adv.advantages))
+    def make_learner(self, policy):  # type: ignore[no-untyped-def]
+        return ZeroAdvantages(self.config)
 
 
 def _config(model_dir: Path, out: Path, **overrides: object) -> RecipeConfig:

@@ -11,16 +11,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import torch
 
 from memsdk.policies import LLMWriter, load_prompt
 from memsdk.types import MemoryRecord, Scope, ScoredMemory, Turn, content_hash
-from memsdk_training.advantages import GroupedAdvantages
 from memsdk_training.env import Episode, QAItem, Session
 from memsdk_training.recipes import WriterGRPOConfig, read_metrics
-from memsdk_training.recipes.grpo_writer import TERMS, WriterGRPORecipe
+from memsdk_training.recipes.writer import TERMS, WriterRecipe
 
-from ._tiny import make_writer_model, mean_of, run_recipe
+from ._tiny import ZeroAdvantages, make_writer_model, mean_of, run_recipe
 
 # each chunk of two turns holds every content word the tiny model knows, so any text it writes
 # is grounded: the tier alone decides whether a call executes
@@ -34,15 +32,14 @@ def sample(key: str) -> Episode:
     return Episode(key, Scope(user_id="u", run_id=key), (Session(f"{key}/s0", turns, qa),))
 
 
-class TinyWriter(WriterGRPORecipe):
+class TinyWriter(WriterRecipe):
     def samples(self):  # type: ignore[no-untyped-def]
         return [sample("train-a"), sample("train-b")], [sample("val")]
 
 
 class ZeroAdvantageWriter(TinyWriter):
-    def advantages(self, groups):  # type: ignore[no-untyped-def]
-        adv: GroupedAdvantages = super().advantages(groups)
-        return adv._replace(advantages=torch.zeros_like(adv.advantages))
+    def make_learner(self, policy):  # type: ignore[no-untyped-def]
+        return ZeroAdvantages(self.config)
 
 
 def requests() -> list[list[dict[str, str]]]:

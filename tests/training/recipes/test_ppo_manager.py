@@ -1,5 +1,5 @@
-"""PPO with a value head (`recipes.ppo_manager`) on the tiny random Llama of `_tiny.py`: it learns
-the constructed op task through the shared loop, its critic follows the rewards, the critic is
+"""PPO with a value head (`recipes.learners.ValueLearner`) on the tiny random Llama of `_tiny.py`: it learns
+the constructed op task through the shared loop (the PPO config picks the learner), its critic follows the rewards, the critic is
 checkpointed and resumed exactly, and the advantages the loss sees are GAE on the head's values."""
 
 from __future__ import annotations
@@ -10,17 +10,18 @@ import pytest
 import torch
 from memsdk_training.checkpoint import load_checkpoint
 from memsdk_training.cli import build_recipe, main
+from memsdk_training.recipes.manager import ManagerRecipe
 from memsdk_training.recipes import (
     LoRASettings,
     ManagerPPOConfig,
     Policy,
     RecipeData,
-    ppo_manager,
+    Recipe,
+    ValueLearner,
+    learners,
     read_metrics,
 )
-from memsdk_training.recipes.ppo_manager import (
-    ManagerPPORecipe,
-    PPORecipe,
+from memsdk_training.recipes.learners import (
     Reply,
     ValueHead,
     ppo_targets,
@@ -34,8 +35,8 @@ from ._tiny import OpChoiceEnv, make_format_model, mean_of as _mean, op_states, 
 from .test_cli_and_recipes import CONFIGS, _tiny_config
 
 
-class OpPPORecipe(PPORecipe):
-    """The shared loop, learning with PPO and a value head, on the synthetic op task."""
+class OpPPORecipe(Recipe):
+    """The shared loop on the synthetic op task; its PPO config makes the learner PPO with a value head."""
 
     def _setup_data(self, policy, rollouts):  # type: ignore[no-untyped-def]
         return RecipeData(OpChoiceEnv(rollouts.backend), op_states(8, seed=0), op_states(8, seed=1))
@@ -83,7 +84,8 @@ def test_value_head_is_checkpointed_and_a_resumed_run_continues_exactly(tiny_mod
     _run(_config(tiny_model_dir, tmp_path / "b", steps=2, **small))
     resumed = OpPPORecipe(_config(tiny_model_dir, tmp_path / "b", steps=4, **small))
     resumed.setup()
-    assert resumed.step == 2 and resumed.value_head.weight.detach().abs().sum() > 0  # the trained head, not a fresh zero one
+    assert isinstance(resumed.learner, ValueLearner)  # the PPO config picked it
+    assert resumed.step == 2 and resumed.learner.value_head.weight.detach().abs().sum() > 0  # the trained head, not a fresh zero one
     tail = resumed.train()
     assert [r["step"] for r in tail] == [3, 4]
     for key in ("reward_mean", "value_mean", "value_loss", "loss"):
@@ -92,10 +94,11 @@ def test_value_head_is_checkpointed_and_a_resumed_run_continues_exactly(tiny_mod
     finished.setup()
     for name, weight in resumed.policy.adapter_state().items():
         torch.testing.assert_close(weight, finished.policy.adapter_state()[name], rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(resumed.value_head.state_dict(), finished.value_head.state_dict(), rtol=1e-5, atol=1e-6)
+    head = finished.learner.value_head
+    torch.testing.assert_close(resumed.learner.value_head.state_dict(), head.state_dict(), rtol=1e-5, atol=1e-6)
     # the optimizer steps the LoRA and the head, the head at its own rate
     assert [g["lr"] for g in finished.optimizer.param_groups] == [5e-3, 3e-3]
-    assert finished.optimizer.param_groups[1]["params"] == list(finished.value_head.parameters())
+    assert finished.optimizer.param_groups[1]["params"] == list(head.parameters())
     # the published adapter is the LoRA alone; the head lives in trainer.pt
     last = tmp_path / "a" / "checkpoints" / "last"
     assert not [k for k in load_file(str(last / "adapter" / "adapter_model.safetensors")) if "value" in k]
@@ -138,13 +141,13 @@ def test_the_loss_sees_gae_of_the_value_head_whitened_over_the_step(tiny_model_d
     expected = [(torch.tensor(a) - flat.mean()) / (flat.std(correction=0) + 1e-8) for a in raw]
 
     seen: list[torch.Tensor] = []
-    original = ppo_manager.policy_loss
+    original = learners.policy_loss
 
     def spy(new, old_logp, ref_logp, advantages, cfg):  # type: ignore[no-untyped-def]
         seen.append(advantages.detach().clone())
         return original(new, old_logp, ref_logp, advantages, cfg)
 
-    monkeypatch.setattr(ppo_manager, "policy_loss", spy)
+    monkeypatch.setattr(learners, "policy_loss", spy)
     _, critic = value_ppo_update(policy, head, optimizer, replies, config)
     assert [a.shape for a in seen] == [torch.Size([1, 3]), torch.Size([1, 1])]
     for got, want in zip(seen, expected):
@@ -164,7 +167,7 @@ def test_hidden_states_are_the_columns_whose_logits_predict_each_token(tiny_mode
 
 def test_shipped_ppo_config_builds_the_manager_ppo_recipe() -> None:
     recipe = build_recipe("manager-ppo", str(CONFIGS / "manager_ppo.yaml"), steps=2)
-    assert isinstance(recipe, ManagerPPORecipe) and isinstance(recipe.config, ManagerPPOConfig) and recipe.config.steps == 2
+    assert isinstance(recipe, ManagerRecipe) and isinstance(recipe.config, ManagerPPOConfig) and recipe.config.steps == 2
     with pytest.raises(ValueError, match="baseline"):
         ManagerPPOConfig(drop_zero_variance=True)
 

@@ -12,7 +12,7 @@ import torch
 from memsdk.llm import OpenAICompatibleBackend
 from memsdk.llm.base import SamplingParams
 from memsdk_training.recipes import ManagerGRPOConfig
-from memsdk_training.recipes.grpo_manager import ManagerGRPORecipe
+from memsdk_training.recipes.manager import ManagerRecipe
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
@@ -20,7 +20,7 @@ PROMPT = [{"role": "user", "content": "Name one thing people keep in a memory ba
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8, logprobs=True)
 
 
-def _perturb(recipe: ManagerGRPORecipe, sign: float) -> None:
+def _perturb(recipe: ManagerRecipe, sign: float) -> None:
     """Random LoRA B weights (B = 0 is a no-op adapter); the two signs give two unlike policies."""
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
@@ -36,7 +36,7 @@ def test_manager_grpo_samples_on_the_vllm_server_and_reloads_every_update(vllm_s
         max_tokens=24, embedder="hash", max_train_states=2, max_val_states=1, qa_per_group=1, format_reward=0.5,
         drop_zero_variance=False, lr=1e-3, num_threads=1, progress=False, checkpoint_every=1000,
     )  # fmt: skip
-    recipe = ManagerGRPORecipe(config)
+    recipe = ManagerRecipe(config)
     recipe.setup()
     try:
         server: OpenAICompatibleBackend = recipe.rollouts.backend  # type: ignore[assignment]

@@ -16,7 +16,7 @@ from memsdk.store.memory import InMemoryTransport
 from memsdk.types import Op, Scope, Turn
 from memsdk_training.env import EnvConfig, ManagerEnv, MemoryState, QAItem
 from memsdk_training.recipes import LoRASettings, ManagerGRPOConfig, Policy, read_metrics
-from memsdk_training.recipes.grpo_manager import ManagerGRPORecipe
+from memsdk_training.recipes.manager import ManagerRecipe
 from memsdk_training.recipes.warm_start import sft_step, target_ids, teacher_examples
 
 from ..env._fakes import KeywordAnswerer, SamplingFake
@@ -99,7 +99,7 @@ def test_sft_steps_lower_the_loss_and_raise_the_targets_log_prob(tiny_policy: Po
     assert losses[-1] < 0.5 * losses[0] and target_logp() > before
 
 
-class FakeStateRecipe(ManagerGRPORecipe):
+class FakeStateRecipe(ManagerRecipe):
     """The manager recipe on the fake states: no LoCoMo, no sentence-transformers."""
 
     def states(self, embedder: Embedder) -> tuple[list[MemoryState], list[MemoryState]]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from memsdk.llm.base import SamplingParams
 from memsdk.policies import LLMWriter, PolicyConfig
@@ -35,13 +34,14 @@ from ..env.state import QAItem
 from ..env.writer_env import CallJudge, Frozen, WriterRollout, grounded_judge, llm_judge, roll_out
 from ..rewards import MemAlphaConfig
 from .config import WriterGRPOConfig
-from .grpo import GRPORecipe, Learned, RecipeData, Sampled, SampledGroup, step_seed
-from .grpo_manager import frozen_answerer, make_embedder
+from .loop import Recipe, RecipeData, step_seed
+from .manager import frozen_answerer, make_embedder
 from .metrics import DEFAULT_CURVES
 from .policy import Policy
 from .rollouts import RolloutEngine
+from .samples import Sampled, SampledGroup
 
-__all__ = ["WriterEnv", "WriterGRPORecipe", "session_windows", "TERMS"]
+__all__ = ["WriterEnv", "WriterRecipe", "session_windows", "TERMS"]
 
 #: the metrics row's name for each reward term
 TERMS = ("r1_qa", "r2_format", "r3_compression", "r4_content")
@@ -67,7 +67,7 @@ def questions(episode: Episode) -> tuple[QAItem, ...]:
 
 
 class WriterEnv:
-    """The recipe's environment: G rollouts of a sample -> one group per write step."""
+    """The recipe's `Sampler`: G rollouts of a sample -> one group per write step."""
 
     def __init__(self, writer: LLMWriter, policy: Policy, frozen: Frozen, config: WriterGRPOConfig) -> None:
         self.writer, self.policy, self.frozen, self.config = writer, policy, frozen, config
@@ -81,14 +81,18 @@ class WriterEnv:
         # a seed per rollout: the G rollouts must differ, and a rerun must repeat them
         return [roll_out(state, self.writer, self.policy.render, params.model_copy(update={"seed": step_seed(params.seed or 0, "rollout", g)}), self.frozen, qa) for g in range(n)]
 
-    def groups(self, state: Episode, params: SamplingParams, *, qa_seed: int) -> tuple[list[SampledGroup], list[WriterRollout]]:
-        done = self.rollouts(state, params, qa_seed=qa_seed, n=self.config.group_size)
+    def sample(self, state: Episode, params: SamplingParams, *, seed: int) -> list[SampledGroup]:
+        """Step t of the G rollouts is a group; each member keeps its own prompt and its reward's terms."""
+        done = self.rollouts(state, params, qa_seed=seed, n=params.n)
         rewards = [r.rewards(self.weights) for r in done]
         groups = []
         for t in range(min(len(r.steps) for r in done)):
-            samples = tuple(Sampled(r.steps[t].token_ids, r.steps[t].text, rewards[g][t], r.steps[t].parse_failed, prompt=r.steps[t].prompt) for g, r in enumerate(done))
-            groups.append(SampledGroup(f"{state.key}/step{t}", done[0].steps[t].prompt, samples))
-        return groups, done
+            samples = tuple(
+                Sampled.reply(r.steps[t].prompt, r.steps[t].token_ids, r.steps[t].text, rewards[g][t], parse_failed=r.steps[t].parse_failed, terms=step_terms(r, t))
+                for g, r in enumerate(done)
+            )  # fmt: skip
+            groups.append(SampledGroup(f"{state.key}/step{t}", samples))
+        return groups
 
     def evaluate(self, states: Sequence[Episode]) -> dict[str, float]:
         """Greedy rollouts on held-out samples: the mean R_t and each term."""
@@ -99,6 +103,12 @@ class WriterEnv:
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
+
+
+def step_terms(rollout: WriterRollout, t: int) -> dict[str, float]:
+    """The terms behind R_t: the rollout's R1 and R3, step t's R2 and R4."""
+    step = rollout.steps[t]
+    return {"r1_qa": rollout.qa, "r2_format": step.format_score, "r3_compression": rollout.compression, "r4_content": step.content_score}
 
 
 def terms(rollouts: Sequence[WriterRollout]) -> dict[str, float]:
@@ -112,18 +122,17 @@ def terms(rollouts: Sequence[WriterRollout]) -> dict[str, float]:
     }
 
 
-class WriterGRPORecipe(GRPORecipe[Episode]):
+class WriterRecipe(Recipe[Episode]):
     role = "writer"
     config: WriterGRPOConfig
     curves = (*DEFAULT_CURVES, *TERMS)
 
     def __init__(self, config: WriterGRPOConfig) -> None:
         super().__init__(config)
-        self._terms: dict[str, float] = {}
 
-    def trained_prompt(self) -> str | None:
-        assert isinstance(self.data.env, WriterEnv)
-        return self.data.env.writer.caller.prompt.id
+    def published_roles(self) -> dict[str, str | None]:
+        assert isinstance(self.data.sampler, WriterEnv)
+        return {self.role: self.data.sampler.writer.caller.prompt.id}
 
     def judge(self) -> CallJudge:
         cfg = self.config
@@ -146,20 +155,4 @@ class WriterGRPORecipe(GRPORecipe[Episode]):
     def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[Episode]:
         writer = LLMWriter(rollouts.backend, PolicyConfig(model=rollouts.model, constrained=False, reask=False))
         train, val = self.samples()
-        # not a GroupEnv (no sample()): its groups come from whole rollouts, which `rollout` below asks for
-        return RecipeData(WriterEnv(writer, policy, self.frozen(rollouts), self.config), train, val)  # type: ignore[arg-type]
-
-    def rollout(self, states: Sequence[Episode], step: int) -> list[SampledGroup]:
-        cfg, env = self.config, self.data.env
-        assert isinstance(env, WriterEnv)
-        groups: list[SampledGroup] = []
-        done: list[WriterRollout] = []
-        for k, state in enumerate(states):
-            g, d = env.groups(state, self.sampling_params(step_seed(cfg.seed, step, k)), qa_seed=step_seed(cfg.seed, "qa", step, k))
-            groups += g
-            done += d
-        self._terms = terms(done)
-        return groups
-
-    def _metrics_row(self, groups: Sequence[SampledGroup], learned: Learned, seconds: float) -> dict[str, Any]:
-        return {**super()._metrics_row(groups, learned, seconds), **self._terms}
+        return RecipeData(WriterEnv(writer, policy, self.frozen(rollouts), self.config), train, val)

@@ -1,7 +1,16 @@
-"""Memory-R1's manager trained with PPO and a value head (the paper's PPO variant).
+"""Learners: scored groups -> one update of the policy (steps 2-3 of `recipes.loop`).
 
-Same states, environment, rollouts and validation as `ManagerGRPORecipe`; only steps 2-3 of
-`GRPORecipe`'s loop (``learn``) differ: a critic, not the group, is the baseline.
+A learner is a plain object the loop holds; which one runs is the config's business
+(`learner_for`), not a subclass's:
+
+GroupLearner (GRPO, Dr.GRPO; every recipe but PPO)
+    A_i = (R_i - mean R) / (std R + eta) within each group (``scale_by_std=False``: no std,
+    Dr.GRPO); groups whose rewards are all equal carry no signal and are dropped (DAPO,
+    ``drop_zero_variance``); every call of a member is a row with the member's advantage;
+    then `update.ppo_update`: PPO-clip + KL to the adapter-free model + entropy.
+
+ValueLearner (Memory-R1's PPO variant, a ``ManagerPPOConfig``): a critic, not the group, is
+the baseline.
 
     V(s_l)    = w . h_l + b        h_l: the policy's last hidden state at the column whose
                                    logits predict reply token l (the same forward pass that
@@ -21,20 +30,17 @@ their advantages are zero only once V predicts their reward.
 The value head is training-only: checkpoints keep it (trainer.pt ``modules``, so a resumed
 run continues the critic and its optimizer state exactly), but the published adapter is the
 LoRA alone, which is all the client's manager runs.
-
-Run: ``python -m memsdk_training train manager-ppo --config training/configs/manager_ppo.yaml``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import torch
 
-from ..advantages import nonzero_variance
-from ..env import MemoryState
+from ..advantages import GroupedAdvantages, grouped_advantages, nonzero_variance
 from ..losses import (
     clipped_value_loss,
     explained_variance,
@@ -42,14 +48,72 @@ from ..losses import (
     terminal_rewards,
     whiten,
 )
-from .config import ManagerPPOConfig
-from .grpo import GRPORecipe, Learned, S, SampledGroup
-from .grpo_manager import ManagerGRPORecipe
-from .metrics import DEFAULT_CURVES
+from .config import ManagerPPOConfig, RecipeConfig
 from .policy import Policy
-from .update import UpdateStats, policy_loss, run_epochs
+from .samples import SampledGroup
+from .update import Row, UpdateStats, policy_loss, ppo_update, run_epochs
 
-__all__ = ["ManagerPPORecipe", "PPORecipe", "PPOTargets", "Reply", "ValueHead", "ppo_targets", "value_ppo_update"]
+__all__ = [
+    "Learned", "Learner", "GroupLearner", "ValueLearner", "learner_for",
+    "PPOTargets", "Reply", "ValueHead", "ppo_targets", "value_ppo_update",
+]  # fmt: skip
+
+
+class Learned(NamedTuple):
+    """What one step's learning reports to the metrics row."""
+
+    stats: UpdateStats | None  # None: no update ran this step
+    rows: int  # rows the update saw
+    zero_variance_fraction: float  # groups whose rewards were all equal
+    extra: dict[str, float]  # the learner's own metrics (PPO: value_loss, explained_variance)
+
+
+class Learner(Protocol):
+    name: str  # "grpo" / "ppo": the progress bar's label
+    curves: tuple[str, ...]  # its own metrics, drawn beside the loop's
+    modules: dict[str, torch.nn.Module]  # training-only modules: checkpointed, never published
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        """What the optimizer steps beside the LoRA (with their own settings)."""
+        ...
+
+    def learn(self, policy: Policy, optimizer: torch.optim.Optimizer, groups: Sequence[SampledGroup]) -> Learned:
+        """Advantages from the scored groups, then the update; the weights move in place."""
+        ...
+
+
+class GroupLearner:
+    """GRPO / Dr.GRPO with DAPO's zero-variance filter (module docstring)."""
+
+    name = "grpo"
+    curves: tuple[str, ...] = ()
+
+    def __init__(self, config: RecipeConfig) -> None:
+        self.config = config
+        self.modules: dict[str, torch.nn.Module] = {}
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        return []
+
+    def advantages(self, groups: Sequence[SampledGroup]) -> GroupedAdvantages:
+        """A_i = (R_i - mean R) / (std R + eta) per group (Dr.GRPO without the std)."""
+        return grouped_advantages([g.rewards for g in groups], scale_by_std=self.config.scale_by_std)
+
+    def rows(self, groups: Sequence[SampledGroup], adv: GroupedAdvantages) -> list[Row]:
+        """Every call of every kept member, with the member's advantage (an empty reply has no token to score)."""
+        out = []
+        for a, g, m in zip(adv.advantages.tolist(), adv.group_index.tolist(), adv.member_index.tolist()):
+            if self.config.drop_zero_variance and not adv.keep[g]:
+                continue
+            out += [Row(c.prompt, c.token_ids, a) for c in groups[g].samples[m].completions if c.token_ids]
+        return out
+
+    def learn(self, policy: Policy, optimizer: torch.optim.Optimizer, groups: Sequence[SampledGroup]) -> Learned:
+        """When every group was uniform there is nothing to learn from and the weights stay as they are."""
+        adv = self.advantages(groups)
+        rows = self.rows(groups, adv)
+        stats = ppo_update(policy, optimizer, rows, self.config)
+        return Learned(stats, len(rows), float((~adv.keep).double().mean()), {})
 
 
 class ValueHead(torch.nn.Linear):
@@ -148,40 +212,32 @@ def value_ppo_update(
     return UpdateStats(*(totals[name] for name in UpdateStats._fields)), critic
 
 
-class PPORecipe(GRPORecipe[S]):
-    """`GRPORecipe`'s loop learning with PPO and a value head (module docstring) instead of group advantages.
 
-    Listed before a GRPO recipe (``class R(PPORecipe[T], SomeGRPORecipe)``) it keeps that
-    recipe's states, environment, rollouts and validation and replaces only ``learn``, the
-    optimizer's parameter groups and the training-only modules.
-    """
 
-    algorithm = "ppo"
-    curves = (*DEFAULT_CURVES, "value_loss", "explained_variance", "value_mean")
-    config: ManagerPPOConfig
-    value_head: ValueHead
+class ValueLearner:
+    """PPO with a value head (module docstring): every reply with a token is a row."""
 
-    def _setup_modules(self, policy: Policy) -> dict[str, torch.nn.Module]:
+    name = "ppo"
+    curves: tuple[str, ...] = ("value_loss", "explained_variance", "value_mean")
+
+    def __init__(self, config: ManagerPPOConfig, policy: Policy) -> None:
+        self.config = config
         self.value_head = ValueHead(policy.model.config.hidden_size).to(policy.device)
-        return {"value_head": self.value_head}
+        self.modules: dict[str, torch.nn.Module] = {"value_head": self.value_head}
 
     def param_groups(self) -> list[dict[str, Any]]:
-        head = {"params": list(self.value_head.parameters()), "lr": self.config.value_lr or self.config.lr}
-        return [*super().param_groups(), head]
+        return [{"params": list(self.value_head.parameters()), "lr": self.config.value_lr or self.config.lr}]
 
-    def learn(self, groups: Sequence[SampledGroup]) -> Learned:
-        """Steps 2 + 3: per-token GAE on the value head's estimates, then PPO epochs; every reply is a row."""
-        replies = [Reply(g.prompt, s.token_ids, s.reward) for g in groups for s in g.samples if s.token_ids]
-        stats, critic = value_ppo_update(self.policy, self.value_head, self.optimizer, replies, self.config)
+    def learn(self, policy: Policy, optimizer: torch.optim.Optimizer, groups: Sequence[SampledGroup]) -> Learned:
+        replies = [Reply(c.prompt, c.token_ids, s.reward) for g in groups for s in g.samples for c in s.completions if c.token_ids]
+        stats, critic = value_ppo_update(policy, self.value_head, optimizer, replies, self.config)
         # nothing is dropped; logged so PPO and GRPO runs compare on how often groups were uniform
         uniform = sum(not bool(nonzero_variance(g.rewards)) for g in groups) / len(groups)
         return Learned(stats, len(replies), uniform, critic)
 
 
-class ManagerPPORecipe(PPORecipe[MemoryState], ManagerGRPORecipe):
-    """Memory-R1's manager with PPO: `ManagerGRPORecipe`'s data and environment, `PPORecipe`'s learning."""
-
-    config: ManagerPPOConfig
-
-    def __init__(self, config: ManagerPPOConfig) -> None:
-        super().__init__(config)
+def learner_for(config: RecipeConfig, policy: Policy) -> Learner:
+    """PPO with a value head for a PPO config, else group-normalised GRPO."""
+    if isinstance(config, ManagerPPOConfig):
+        return ValueLearner(config, policy)
+    return GroupLearner(config)

@@ -27,12 +27,13 @@ from memsdk.policies import UNKNOWN, LLMAnswerer, PolicyConfig
 from ..env import conversation, locomo_qa, locomo_sessions
 from ..rewards import QA_METRICS, exact_match, token_f1
 from .config import AnswererGRPOConfig
-from .grpo import GRPORecipe, RecipeData, Sampled, SampledGroup
-from .grpo_manager import make_embedder
+from .loop import Recipe, RecipeData
+from .manager import make_embedder
 from .policy import Policy
 from .rollouts import RolloutEngine
+from .samples import Sampled, SampledGroup
 
-__all__ = ["AnswerState", "answer_states", "AnswererGroups", "AnswererGRPORecipe"]
+__all__ = ["AnswerState", "answer_states", "AnswererGroups", "AnswererRecipe"]
 
 #: a state is the runtime's gate state: the answerer is trained and gated on the same shape
 AnswerState = AnswerCase
@@ -46,7 +47,7 @@ def answer_states(embedder: Embedder, sample_ids: Sequence[str], *, k: int) -> I
 
 
 class AnswererGroups:
-    """`GroupEnv` for the answerer: replies parsed as the runtime parses them, scored against the gold."""
+    """The answerer's `Sampler`: replies parsed as the runtime parses them, scored against the gold."""
 
     def __init__(self, answerer: LLMAnswerer, policy: Policy, metric: str) -> None:
         self.answerer, self.policy, self.score = answerer, policy, QA_METRICS[metric]
@@ -54,16 +55,16 @@ class AnswererGroups:
     def key(self, state: AnswerState) -> str:
         return state.key
 
-    def sample(self, state: AnswerState, params: SamplingParams, *, seed: int) -> SampledGroup:
+    def sample(self, state: AnswerState, params: SamplingParams, *, seed: int) -> list[SampledGroup]:
         request = self.answerer.request(state.question, state.memories)
         backend = cast(LLMBackend, self.answerer.backend)  # built on the rollouts' blocking backend (`_setup_data`)
         completion = backend.chat(request.messages, params=params.model_copy(update={"stop": request.params.stop}), model=request.model)
-        samples = []
+        prompt, samples = self.policy.render(request.messages), []
         for choice in completion.choices:
             reply = self.answerer.caller.reply_text(request, choice)
             answer = self.answerer.read(request, reply, state.memories)  # the runtime's reading: parse, repair, cut
-            samples.append(Sampled(tuple(choice.token_ids or ()), reply, float(self.score(answer.text, state.gold)), answer.calls[0].parsed is None))
-        return SampledGroup(state.key, self.policy.render(request.messages), tuple(samples))
+            samples.append(Sampled.reply(prompt, choice.token_ids or (), reply, float(self.score(answer.text, state.gold)), parse_failed=answer.calls[0].parsed is None))
+        return [SampledGroup(state.key, tuple(samples))]
 
     def evaluate(self, states: Sequence[AnswerState]) -> dict[str, float]:
         answers = [self.answerer.answer(s.question, s.memories).text for s in states]  # the policy's greedy default
@@ -73,16 +74,16 @@ class AnswererGroups:
         return {"reward": f1 if self.score is token_f1 else em, "answer_f1": f1, "answer_em": em, "unknown_rate": sum(a == UNKNOWN for a in answers) / n}
 
 
-class AnswererGRPORecipe(GRPORecipe[AnswerState]):
+class AnswererRecipe(Recipe[AnswerState]):
     role = "answerer"
     config: AnswererGRPOConfig
 
     def __init__(self, config: AnswererGRPOConfig) -> None:
         super().__init__(config)
 
-    def trained_prompt(self) -> str | None:
-        assert isinstance(self.data.env, AnswererGroups)
-        return self.data.env.answerer.caller.prompt.id
+    def published_roles(self) -> dict[str, str | None]:
+        assert isinstance(self.data.sampler, AnswererGroups)
+        return {self.role: self.data.sampler.answerer.caller.prompt.id}
 
     def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[AnswerState]:
         cfg = self.config

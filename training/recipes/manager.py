@@ -1,8 +1,10 @@
-"""Memory-R1's manager trained with GRPO, a frozen answer agent as the reward.
+"""Memory-R1's manager trained with GRPO (or PPO with a value head), a frozen answer agent as the reward.
 
     state   (M_old, facts of turn x, questions whose evidence is x)       LoCoMo conv-26 / conv-30
     reply   the manager's JSON ops, sampled n times from pi_theta         `ManagerEnv.sample_group`
     reward  EM (or F1) of the frozen answerer over T(M_old, ops)          the runtime's own bank + parser
+    learner GRPO over the group (`ManagerGRPOConfig`), or PPO with a value head
+            (`ManagerPPOConfig`, Memory-R1's PPO variant)                 `recipes.learners`
 
 The environment is the RL core's `ManagerEnv`; its manager policy is the runtime's
 `LLMManager` on the training backend, so prompts, response prefixes, stop strings, aliases and
@@ -18,7 +20,8 @@ SFT steps on the heuristic manager's valid replies to the training states, then 
 stored as ``{"step": 0, "phase": "warm_start", ...}`` and a checkpoint, so a resumed run skips
 it; its losses go to ``warm_start.jsonl`` (metrics.jsonl stays one row per RL step).
 
-Run: ``python -m memsdk_training train manager --config training/configs/manager_grpo.yaml``.
+Run: ``python -m memsdk_training train manager --config training/configs/manager_grpo.yaml``
+(``train manager-ppo --config training/configs/manager_ppo.yaml`` for PPO).
 """
 
 from __future__ import annotations
@@ -37,13 +40,14 @@ from memsdk.policies import Answerer, ExtractiveAnswerer, LLMAnswerer, LLMManage
 from ..env import EnvConfig, ManagerEnv, MemoryState, locomo_states
 from ..rewards import exact_match
 from .config import ManagerGRPOConfig
-from .grpo import GRPORecipe, RecipeData, Sampled, SampledGroup
+from .loop import Recipe, RecipeData
 from .metrics import MetricsLog
 from .policy import Policy
 from .rollouts import RolloutEngine
+from .samples import Sampled, SampledGroup
 from .warm_start import sft_step, target_ids, teacher_examples, warm_start_batches
 
-__all__ = ["ManagerGroups", "ManagerGRPORecipe", "make_embedder", "frozen_answerer"]
+__all__ = ["ManagerGroups", "ManagerRecipe", "make_embedder", "frozen_answerer"]
 
 
 def make_embedder(kind: str) -> Embedder:
@@ -64,7 +68,7 @@ def frozen_answerer(kind: str, rollouts: RolloutEngine) -> Answerer:
 
 
 class ManagerGroups:
-    """`GroupEnv` over `ManagerEnv`: groups for training, greedy decisions for validation."""
+    """The `Sampler` over `ManagerEnv`: a group per state for training, greedy decisions for validation."""
 
     def __init__(self, env: ManagerEnv, eval_env: ManagerEnv, policy: Policy, qa_per_group: int | None) -> None:
         self.env, self.eval_env, self.policy, self.qa_per_group = env, eval_env, policy, qa_per_group
@@ -72,10 +76,10 @@ class ManagerGroups:
     def key(self, state: MemoryState) -> str:
         return state.key
 
-    def sample(self, state: MemoryState, params: SamplingParams, *, seed: int) -> SampledGroup:
+    def sample(self, state: MemoryState, params: SamplingParams, *, seed: int) -> list[SampledGroup]:
         group = self.env.sample_group(state, params, qa_per_group=self.qa_per_group, seed=seed)
-        samples = tuple(Sampled(tuple(r.token_ids or ()), r.output, r.result.reward, r.result.parse_failed) for r in group.rollouts)
-        return SampledGroup(state.key, self.policy.render(group.observation.messages), samples)
+        prompt = self.policy.render(group.observation.messages)
+        return [SampledGroup(state.key, tuple(Sampled.reply(prompt, r.token_ids or (), r.output, r.result.reward, parse_failed=r.result.parse_failed) for r in group.rollouts))]
 
     def evaluate(self, states: Sequence[MemoryState]) -> dict[str, float]:
         manager = self.eval_env.manager
@@ -95,9 +99,9 @@ class ManagerGroups:
         return {"reward": sum(f1) / n, "answer_f1": sum(f1) / n, "answer_em": sum(em) / n, "valid_op_rate": sum(valid) / n, "parse_failure_rate": sum(failed) / n}
 
 
-class ManagerGRPORecipe(GRPORecipe[MemoryState]):
+class ManagerRecipe(Recipe[MemoryState]):
     role = "manager"
-    config: ManagerGRPOConfig
+    config: ManagerGRPOConfig  # a ManagerPPOConfig makes the learner PPO with a value head
 
     def __init__(self, config: ManagerGRPOConfig) -> None:
         super().__init__(config)
@@ -107,9 +111,9 @@ class ManagerGRPORecipe(GRPORecipe[MemoryState]):
         train, val = self.states(embedder)
         return RecipeData(self.environment(policy, rollouts, embedder), train, val)
 
-    def trained_prompt(self) -> str | None:
-        assert isinstance(self.data.env, ManagerGroups)
-        return self.data.env.env.manager.caller.prompt.id
+    def published_roles(self) -> dict[str, str | None]:
+        assert isinstance(self.data.sampler, ManagerGroups)
+        return {self.role: self.data.sampler.env.manager.caller.prompt.id}
 
     def states(self, embedder: Embedder) -> tuple[list[MemoryState], list[MemoryState]]:
         """Train and validation states: LoCoMo per-turn states (override for other sources, e.g. `log_states`)."""
@@ -144,8 +148,8 @@ class ManagerGRPORecipe(GRPORecipe[MemoryState]):
         into the first RL steps.
         """
         cfg = self.config
-        assert isinstance(self.data.env, ManagerGroups)
-        examples = teacher_examples(self.data.env.env, self.data.train, self.policy.render)
+        assert isinstance(self.data.sampler, ManagerGroups)
+        examples = teacher_examples(self.data.sampler.env, self.data.train, self.policy.render)
         if not examples:
             raise ValueError("no training state has a teacher reply the environment accepts")
         prompts = [e.prompt for e in examples]

@@ -1,0 +1,318 @@
+"""The one on-policy loop every recipe runs, composed of plain objects.
+
+A recipe is three parts and this loop:
+
+    sampler   `Sampler`: states -> scored groups of rollouts from the current policy
+              (single-call groups: the manager, the answerer; one group per write step:
+              Mem-alpha's writer; global + local groups of whole episodes: LoGo-GRPO)
+    learner   `learners.Learner`: scored groups -> one update of the weights
+              (group-normalised GRPO / Dr.GRPO, or PPO with a value head)
+    stages    the schedule: one stage, or a curriculum (LoGo-GRPO: 8 -> 16 -> 32 sessions)
+
+and the loop reads top to bottom:
+
+    for stage in stages[position:]:
+        0. start       warm start from the previous stage's best checkpoint with a fresh
+                       optimizer (stage > 0); evaluate: the stage's first best candidate
+        for step in range(done, steps):
+            1. rollouts    prompts_per_step states, the sampler's groups for each
+            2-3. learn     the learner's advantages and update on them
+            4. sync        the rollout engine sees the new weights (vLLM: reload the adapter)
+            5. log         one JSONL row; eval every eval_every steps and at the end (a better
+                           one becomes the stage's best checkpoint); checkpoint
+    publish    the last stage's best adapter, for every role it was trained to serve
+
+Where a reward is computed is the sampler's environment (`training.env`, calling the pure
+functions of `training.rewards`); where the loss is taken is the learner (`recipes.update`,
+`recipes.learners`); where a checkpoint is written is `save_checkpoint` below.
+
+Resume: a stage's ``last`` checkpoint holds the adapter, optimizer, RNG, training-only
+modules (a value head), the step within the stage, the stage's best validation so far and
+every evaluation. `setup` continues from the newest one: inside its stage, or at the next
+stage's start when it had finished. Seeds and states depend only on (stage, step), so a
+killed and resumed run writes the same rows and weights as an unbroken one.
+
+torchtune's recipe shape: ``setup`` / ``train`` / ``save_checkpoint`` / ``cleanup``.
+"""
+
+from __future__ import annotations
+
+import abc
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import torch
+
+from memsdk.llm.base import SamplingParams
+
+from ..checkpoint import data_hash, export_policy, latest_checkpoint, load_checkpoint, save_checkpoint
+from .config import RecipeConfig
+from .learners import Learned, Learner, learner_for
+from .metrics import DEFAULT_CURVES, MetricsLog, plot_metrics
+from .policy import Policy
+from .rollouts import RolloutEngine, rollout_engine
+from .samples import SampledGroup, Sampler
+from .update import update_metrics
+
+__all__ = ["start_run", "RecipeData", "Stage", "Recipe", "step_seed"]
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class RecipeData(Generic[S]):
+    sampler: Sampler[S]
+    train: Sequence[S]
+    val: Sequence[S]
+
+
+@dataclass(frozen=True)
+class Stage(Generic[S]):
+    """One part of the schedule: ``config.steps`` steps on its states."""
+
+    train: Sequence[S]
+    val: Sequence[S]
+    folder: str = "checkpoints"  # under output_dir: the stage's last/ and best/
+    tags: Mapping[str, Any] = field(default_factory=dict)  # written into each of its metrics rows and evaluations
+    seed_key: tuple[object, ...] = ()  # part of every seed drawn in the stage
+
+
+def start_run(config: RecipeConfig, out: Path) -> Policy:
+    """Seed Python and torch from the config, create the output folder, load the policy.
+
+    Seeding comes first: LoRA's initial A matrices are drawn when the policy is built.
+    """
+    random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    out.mkdir(parents=True, exist_ok=True)
+    return Policy.from_config(config)
+
+
+def step_seed(seed: int, *parts: object) -> int:
+    """A 31-bit seed for one call, from the run seed and where in the run the call is."""
+    return random.Random(":".join(map(str, (seed, *parts)))).getrandbits(31)
+
+
+class Recipe(abc.ABC, Generic[S]):
+    role: str = "manager"
+    curves: tuple[str, ...] = DEFAULT_CURVES  # drawn into curves.png, with the learner's own
+    rerolls: bool = False  # the sampler draws local groups (LoGo): every row logs how many
+
+    def __init__(self, config: RecipeConfig) -> None:
+        self.config = config
+        self.out = Path(config.output_dir)
+        self.stage, self.step = 0, 0  # the run's position: `step` steps of stage `stage` are done
+        self.best: dict[str, Any] | None = None  # the current stage's best evaluation
+        self.evals: list[dict[str, Any]] = []  # every evaluation, with its stage's tags and any phase tag
+
+    # -- the parts -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[S]:
+        """Build the sampler and the train / validation states."""
+
+    def make_learner(self, policy: Policy) -> Learner:
+        """GRPO over the groups, or PPO with a value head when the config is a PPO config."""
+        return learner_for(self.config, policy)
+
+    def make_stages(self) -> list[Stage[S]]:
+        """The schedule (override for a curriculum); default one stage on the data's states."""
+        return [Stage(self.data.train, self.data.val)]
+
+    def published_roles(self) -> dict[str, str | None]:
+        """role -> the prompt id it was trained with (None: the role's default)."""
+        return {self.role: None}
+
+    def new_optimizer(self) -> torch.optim.Optimizer:
+        groups = [{"params": self.policy.trainable_parameters()}, *self.learner.param_groups()]
+        return torch.optim.AdamW(groups, lr=self.config.lr, weight_decay=self.config.weight_decay)
+
+    def setup(self) -> None:
+        cfg = self.config
+        self.policy = start_run(cfg, self.out)
+        self.learner = self.make_learner(self.policy)
+        self.optimizer = self.new_optimizer()
+        self.rollouts = rollout_engine(cfg, self.policy, self.out)
+        self.data = self._setup_data(self.policy, self.rollouts)
+        self.stages = self.make_stages()
+        if not all(s.train for s in self.stages):
+            raise ValueError("no training states")
+        self._resume()
+        # rows past the checkpoint were written by the killed run and are about to be redone
+        self.metrics = MetricsLog(self.out / "metrics.jsonl", keep=lambda r: (r.get("stage", 0), r["step"]) <= (self.stage, self.step))
+
+    def _resume(self) -> None:
+        """Continue from the newest stage's ``last`` checkpoint, if any: inside that stage, or at
+        the next stage's start when it had finished (its warm start then runs as in an unbroken run)."""
+        for index in reversed(range(len(self.stages))):
+            last = latest_checkpoint(self.out / self.stages[index].folder / "last")
+            if last is None:
+                continue
+            state = load_checkpoint(last, policy=self.policy, optimizer=self.optimizer, modules=self.learner.modules)
+            self.rollouts.sync(self.policy)
+            self.evals = state.extra.get("evals", [])
+            if state.step >= self.config.steps and index + 1 < len(self.stages):
+                self.stage, self.step, self.best = index + 1, 0, None
+            else:
+                self.stage, self.step, self.best = index, state.step, state.extra.get("best")
+            return
+
+    # -- one step's pieces ---------------------------------------------------------------------
+    @property
+    def current(self) -> Stage[S]:
+        return self.stages[self.stage]
+
+    def states_for(self, step: int) -> list[S]:
+        """prompts_per_step states; epoch e visits the stage's train set in a seeded permutation
+        of its own, so a resumed run continues with exactly the states the interrupted one would
+        have used."""
+        train, k = self.current.train, self.config.prompts_per_step
+        out = []
+        for i in range(step * k, (step + 1) * k):
+            epoch, pos = divmod(i, len(train))
+            order = random.Random(f"{self.config.seed}:epoch:{epoch}").sample(range(len(train)), len(train))
+            out.append(train[order[pos]])
+        return out
+
+    def rollout(self, states: Sequence[S], step: int) -> list[SampledGroup]:
+        """Step 1: every group the sampler draws for each state, from the current weights."""
+        cfg, key = self.config, self.current.seed_key
+        groups: list[SampledGroup] = []
+        for k, s in enumerate(states):
+            params = self.sampling_params(step_seed(cfg.seed, *key, step, k))
+            groups += self.data.sampler.sample(s, params, seed=step_seed(cfg.seed, "qa", *key, step, k))
+        return groups
+
+    def sampling_params(self, seed: int) -> SamplingParams:
+        c = self.config
+        return SamplingParams(temperature=c.temperature, top_p=c.top_p, max_tokens=c.max_tokens, n=c.group_size, seed=seed)
+
+    # -- the loop --------------------------------------------------------------------------------
+    def train(self) -> list[dict[str, Any]]:
+        logged: list[dict[str, Any]] = []
+        for index in range(self.stage, len(self.stages)):
+            self.stage = index
+            if self.step == 0 and not any(e.get("stage", 0) == index for e in self.evals):
+                self.start_stage(index)
+            if index == 0:
+                self.before_training()
+            logged += self._train_stage()
+            if index + 1 < len(self.stages):
+                self.stage, self.step, self.best = index + 1, 0, None
+        plot_metrics(self.out / "metrics.jsonl", self.out / "curves.png", (*self.curves, *self.learner.curves))
+        if self.config.publish is not None:
+            self.publish()
+        return logged
+
+    def start_stage(self, index: int) -> None:
+        """0. A later stage warm-starts from the previous stage's best validation checkpoint (not
+        its last) with a fresh optimizer; every stage's starting point is its first best candidate,
+        so the published adapter is never worse on validation than the one training started from."""
+        if index > 0:
+            load_checkpoint(self.out / self.stages[index - 1].folder / "best", policy=self.policy, restore_rng=False)
+            self.rollouts.sync(self.policy)
+            self.optimizer = self.new_optimizer()
+        self.best = None
+        self._evaluate_and_keep_best()
+
+    def before_training(self) -> None:
+        """Runs after stage 0's starting evaluation, before its first step, in fresh and resumed
+        runs alike (the manager's warm start; it must tell from ``evals`` whether it already ran)."""
+
+    def _train_stage(self) -> list[dict[str, Any]]:
+        from tqdm import tqdm
+
+        cfg, stage = self.config, self.current
+        label = "".join(f" {k} {v}" for k, v in stage.tags.items())
+        bar = tqdm(range(self.step, cfg.steps), initial=self.step, total=cfg.steps, desc=f"{self.learner.name}-{self.role}{label}", disable=not cfg.progress)
+        logged = []
+        for step in bar:
+            started = time.perf_counter()
+            # 1. rollouts: the sampler's groups for each state, from the current weights
+            groups = self.rollout(self.states_for(step), step)
+            # 2-3. advantages from the scored groups, then the update on them
+            learned = self.learner.learn(self.policy, self.optimizer, groups)
+            # 4. the next rollouts must come from the updated weights
+            self.rollouts.sync(self.policy)
+            self.step = step + 1
+            # 5. metrics, evaluation, checkpoints
+            row = {**stage.tags, **self._metrics_row(groups, learned, time.perf_counter() - started)}
+            if (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.steps:
+                row.update({f"eval_{k}": v for k, v in self._evaluate_and_keep_best().items()})
+            self.metrics.write(row)
+            logged.append(row)
+            bar.set_postfix(reward=f"{row['reward_mean']:.3f}", kl=f"{row['kl']:.3f}" if "kl" in row else ("-" if row["updated"] else "skipped"))
+            if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
+                self.save_checkpoint()
+        return logged
+
+    def _metrics_row(self, groups: Sequence[SampledGroup], learned: Learned, seconds: float) -> dict[str, Any]:
+        rewards = torch.tensor([r for g in groups if not g.local for r in g.rewards], dtype=torch.float64)
+        samples = [s for g in groups for s in g.samples]
+        calls = [c for s in samples for c in s.completions]
+        terms = {name for s in samples for name in s.terms}
+        return {
+            "step": self.step,
+            "reward_mean": float(rewards.mean()),
+            "reward_std": float(rewards.std(correction=0)),
+            "zero_variance_fraction": learned.zero_variance_fraction,
+            "response_length": sum(len(c.token_ids) for c in calls) / max(1, len(calls)),
+            "parse_failure_rate": sum(c.parse_failed for c in calls) / max(1, len(calls)),
+            **({"local_groups": sum(g.local for g in groups)} if any(g.local for g in groups) or self.rerolls else {}),
+            **{name: sum(s.terms.get(name, 0.0) for s in samples) / len(samples) for name in sorted(terms)},
+            **update_metrics(learned.stats),
+            "rows": learned.rows,
+            "seconds": seconds,
+            **learned.extra,
+        }
+
+    # -- evaluation and checkpoints ----------------------------------------------------------------
+    def evaluate(self) -> dict[str, float]:
+        val = self.current.val
+        return self.data.sampler.evaluate(val) if val else {}
+
+    def _evaluate_and_keep_best(self, **tags: Any) -> dict[str, float]:
+        result = self.evaluate()
+        self.evals.append({**self.current.tags, "stage": self.stage, "step": self.step, **tags, **result})
+        if result and (self.best is None or result["reward"] > self.best["reward"]):
+            self.best = {"step": self.step, **result}
+            self.save_checkpoint(self.out / self.current.folder / "best", with_optimizer=False)
+        return result
+
+    def save_checkpoint(self, path: Path | None = None, *, with_optimizer: bool = True) -> Path:
+        """The adapter and the run's position; by default as the current stage's ``last``, the
+        checkpoint `setup` resumes from."""
+        return save_checkpoint(
+            path or self.out / self.current.folder / "last", policy=self.policy, optimizer=self.optimizer if with_optimizer else None,
+            step=self.step, config=self.config.model_dump(mode="json"), modules=self.learner.modules,
+            extra={"stage": self.stage, **self.current.tags, "best": self.best, "evals": self.evals},
+        )  # fmt: skip
+
+    def best_adapter(self) -> Path:
+        """The last stage's best validation checkpoint's adapter (its last one when there was no
+        validation). The LoRA only: training-only modules (a value head) stay in its trainer.pt."""
+        folder = self.out / self.stages[-1].folder
+        return (latest_checkpoint(folder / "best") or folder / "last") / "adapter"
+
+    def publish(self) -> list[Any]:
+        p = self.config.publish
+        assert p is not None
+        metrics = {k: v for k, v in (self.best or {}).items() if k != "step"}
+        keys = data_hash(self.data.sampler.key(s) for stage in self.stages for s in stage.train)
+        # the manifest names the prompt, so a client whose default prompt has moved on since
+        # still serves this adapter with the one it learned
+        return [
+            export_policy(
+                self.best_adapter(), p.registry_dir, role=role, version=p.version, base_model=self.config.base_model,
+                config=self.config.model_dump(mode="json"), eval_metrics=metrics, training_data_hash=keys, promote=p.promote,
+                prompt=prompt,
+            )  # fmt: skip
+            for role, prompt in self.published_roles().items()
+        ]
+
+    def cleanup(self) -> None:
+        self.rollouts.backend.close()
+        del self.policy, self.optimizer
