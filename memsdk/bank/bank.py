@@ -9,6 +9,12 @@ interleave; writes to different scopes overlap, embedding and planning included.
 engine write itself (`_store_lock`) and the history sequence counter (`_seq_lock`) are
 global. `delete_all` takes every stripe: its purge rewrites the whole shard. Reads take no
 lock (the transports serve reads beside a write, as they did under the old bank-wide lock).
+
+Inside the scope's lock a write takes the scope's lease in the store (`StoreTransport.lease`),
+so processes that share a store (several app servers on one Qdrant server) serialise a
+scope's read-plan-write cycles as threads do; an op decided on a version another writer has
+since replaced is a `Conflict` (``Op.expected_version``), never a lost update. `delete_all`
+takes no lease: it is an operator's command for a store nobody else is writing.
 """
 
 from __future__ import annotations
@@ -16,12 +22,13 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import socket
 import threading
 import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
@@ -167,6 +174,10 @@ class MemoryBank:
         self._store_lock = threading.Lock()
         self._seq_lock = threading.Lock()
         self._seq = 0
+        # who this bank is to other processes writing the same store (the lease's owner), and
+        # how deep this process is inside each scope's lease (the stripe lock is reentrant)
+        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._leased: dict[str, int] = {}
         self._bm25: Bm25Encoder | None = None
 
     @classmethod
@@ -223,9 +234,21 @@ class MemoryBank:
 
     @contextmanager
     def _writing(self, scope: Scope) -> Iterator[None]:
-        """Hold ``scope``'s write lock: its read-plan-write cycles run one at a time."""
-        with self._scope_locks[zlib.crc32(scope.key.encode()) % len(self._scope_locks)]:
-            yield
+        """Hold ``scope``'s write lock, then its lease in the store: its read-plan-write cycles
+        run one at a time, among this process's threads and among processes sharing the store."""
+        key = scope.key
+        with self._scope_locks[zlib.crc32(key.encode()) % len(self._scope_locks)]:
+            depth = self._leased.get(key, 0)  # only this thread touches it: it holds the stripe
+            lease = self.transport.lease(f"scope:{key}", self._owner) if depth == 0 else nullcontext()
+            with lease:
+                self._leased[key] = depth + 1
+                try:
+                    yield
+                finally:
+                    if depth:
+                        self._leased[key] = depth
+                    else:
+                        del self._leased[key]
 
     @contextmanager
     def _writing_all(self) -> Iterator[None]:

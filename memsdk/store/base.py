@@ -8,17 +8,31 @@ Scope is enforced here, structurally: every read and delete takes a `Where`, and
 exists, never content: `existing_ids` which of the given ids exist (imports need it to
 refuse an id that belongs to another scope), `scope_keys` which scopes hold a live memory
 (the LangGraph store lists its namespaces with it).
+
+Leases (`StoreTransport.lease`) serialise writers that do not share a process: the bank takes
+a scope's lease around each read-plan-write cycle, so two processes writing one scope of a
+Qdrant server take turns as two threads of one process do. Where a store is one process's by
+construction (the embedded folder is flock-ed; in-memory stores are private) the lease table
+lives in the process (`LocalLeases`); on qdrant-client it is a small collection beside the
+points, taken with a conditional upsert. Both run the same acquire loop, `hold`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Kind", "Where", "Sparse", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "SPARSE_NAME", "RRF_K", "INDEXED_FIELDS", "prefetch_limit"]
+__all__ = [
+    "Kind", "Where", "Sparse", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "SPARSE_NAME", "RRF_K", "INDEXED_FIELDS",
+    "prefetch_limit", "LEASE_TTL_S", "LEASE_WAIT_S", "LocalLeases", "hold",
+]  # fmt: skip
 
 Kind = Literal["memory", "event"]
 
@@ -157,4 +171,60 @@ class StoreTransport(Protocol):
         """Make deleted data unrecoverable from storage files (after `delete`), where possible."""
         ...
 
+    def lease(self, name: str, owner: str, *, ttl_s: float = ..., wait_s: float = ...) -> AbstractContextManager[None]:
+        """Hold the lease ``name`` as ``owner`` for the block. Another owner waits until it is
+        released, or until ``ttl_s`` after it was taken (its holder died); after ``wait_s`` the
+        waiter gives up with `StoreLocked`. Not reentrant: the bank counts its own nesting."""
+        ...
+
     def close(self) -> None: ...
+
+
+#: a lease outlives a killed holder by this much; a bank holds one only for a read-plan-write
+#: cycle (milliseconds: no model runs inside it), so it never expires under a live holder
+LEASE_TTL_S = 30.0
+#: how long a writer waits for another process's lease before `StoreLocked`
+LEASE_WAIT_S = 30.0
+
+
+@contextmanager
+def hold(name: str, take: Callable[[float], str | None], release: Callable[[], None], wait_s: float) -> Iterator[None]:
+    """The acquire loop every transport's lease runs: ``take(now)`` tries once and returns
+    None when the lease is now ours, else who holds it; retries with a jittered backoff
+    (1 ms growing to 50 ms) until ``wait_s``, then `StoreLocked` naming the holder."""
+    from memsdk.errors import StoreLocked
+
+    deadline, pause = time.monotonic() + wait_s, 0.001
+    while (holder := take(time.time())) is not None:
+        if time.monotonic() >= deadline:
+            raise StoreLocked(f"{name} is being written by {holder} (waited {wait_s:g} s)")
+        time.sleep(pause * random.uniform(0.5, 1.5))
+        pause = min(pause * 2, 0.05)
+    try:
+        yield
+    finally:
+        release()
+
+
+class LocalLeases:
+    """The lease table of a store only this process can open: names -> (owner, expiry)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, tuple[str, float]] = {}
+
+    def lease(self, name: str, owner: str, *, ttl_s: float = LEASE_TTL_S, wait_s: float = LEASE_WAIT_S) -> AbstractContextManager[None]:
+        def take(now: float) -> str | None:
+            with self._lock:
+                holder, expires = self._held.get(name, (owner, 0.0))
+                if holder != owner and expires > now:
+                    return holder
+                self._held[name] = (owner, now + ttl_s)
+                return None
+
+        def release() -> None:
+            with self._lock:
+                if self._held.get(name, ("", 0.0))[0] == owner:
+                    del self._held[name]
+
+        return hold(name, take, release, wait_s)

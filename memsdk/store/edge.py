@@ -26,6 +26,7 @@ import os
 import shutil
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from memsdk.errors import StoreError, StoreLocked
-from memsdk.store.base import INDEXED_FIELDS, RRF_K, SPARSE_NAME, VECTOR_NAME, Hit, Point, Sparse, Where, prefetch_limit
+from memsdk.store.base import INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, RRF_K, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where, prefetch_limit
 
 __all__ = ["EdgeTransport"]
 
@@ -129,6 +130,7 @@ class EdgeTransport:
         self._indexer: threading.Thread | None = None
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = _DirLock(self.root)
+        self._leases = LocalLeases()  # the folder's flock makes this process its only writer
         try:
             self._check_meta()
             self._shard_name = self._current_name()
@@ -328,6 +330,9 @@ class EdgeTransport:
         old = self.root / self._shard_name
         self._shard, self._shard_name = fresh, new_name
         shutil.rmtree(old, ignore_errors=True)
+
+    def lease(self, name: str, owner: str, *, ttl_s: float = LEASE_TTL_S, wait_s: float = LEASE_WAIT_S) -> AbstractContextManager[None]:
+        return self._leases.lease(name, owner, ttl_s=ttl_s, wait_s=wait_s)
 
     def _all_points(self) -> Iterator[qe.Point]:
         offset = None

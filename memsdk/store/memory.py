@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 
 import numpy as np
 
-from memsdk.store.base import RRF_K, Hit, Point, Sparse, Where, prefetch_limit
+from memsdk.store.base import LEASE_TTL_S, LEASE_WAIT_S, RRF_K, Hit, LocalLeases, Point, Sparse, Where, prefetch_limit
 
 __all__ = ["InMemoryTransport"]
 
@@ -22,6 +23,7 @@ class InMemoryTransport:
     def __init__(self, dim: int, points: Iterable[Point] = ()) -> None:
         self.dim = dim
         self._points: dict[str, Point] = {p.id: p for p in points}
+        self._leases = LocalLeases()  # private to this process by construction
 
     def upsert(self, points: Sequence[Point]) -> None:
         for p in points:
@@ -73,6 +75,9 @@ class InMemoryTransport:
 
     def purge(self) -> None:
         """Nothing to do: deleted points are already unreachable garbage."""
+
+    def lease(self, name: str, owner: str, *, ttl_s: float = LEASE_TTL_S, wait_s: float = LEASE_WAIT_S) -> AbstractContextManager[None]:
+        return self._leases.lease(name, owner, ttl_s=ttl_s, wait_s=wait_s)
 
     def close(self) -> None:
         self._points = {}

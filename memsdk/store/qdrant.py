@@ -3,17 +3,27 @@
 ``":memory:"`` is ephemeral and needs no server. Local mode is brute force in Python (see
 NOTES.md: fine for thousands of memories, not for 100k), so production points ``url=`` at
 a Qdrant server or cluster; the bank above does not change.
+
+Several processes may write one server: leases (`lease`) are points of a second collection,
+``<collection>__leases``, one per name, taken with a conditional upsert (``update_filter``:
+the lease has expired or is already ours; a missing point is inserted) and read back to see
+who won. A ``path=`` folder is one process's (qdrant-client locks it), so its leases live in
+the process: a lease stored there would outlive a killed holder and stall the next start.
+Local mode is not thread-safe, so its calls are serialised here (a server serialises its own).
 """
 
 from __future__ import annotations
 
+import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
 from memsdk.errors import StoreError, StoreLocked, StoreUnavailable
-from memsdk.store.base import INDEXED_FIELDS, RRF_K, SPARSE_NAME, VECTOR_NAME, Hit, Point, Sparse, Where, prefetch_limit
+from memsdk.store.base import INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, RRF_K, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where, hold, prefetch_limit
 
 __all__ = ["QdrantClientTransport"]
 
@@ -47,12 +57,15 @@ class QdrantClientTransport:
             if "already accessed" in str(exc):
                 raise StoreLocked(f"the qdrant-client folder {path} is open in another process") from exc
             raise StoreError(str(exc)) from exc
+        self._serial: AbstractContextManager[Any] = threading.Lock() if self._client.init_options.get("url") is None else nullcontext()
+        self._local_leases = LocalLeases() if path is not None else None
         self._call(self._ensure_collection)
 
     def _call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run one client call, mapping transport failures onto the memsdk error tree."""
         try:
-            return fn(*args, **kwargs)
+            with self._serial:
+                return fn(*args, **kwargs)
         except StoreError:
             raise
         except Exception as exc:
@@ -60,8 +73,14 @@ class QdrantClientTransport:
                 raise StoreUnavailable(f"Qdrant at {self._client.init_options.get('url')} is unreachable: {exc}") from exc
             raise StoreError(f"qdrant-client call failed: {exc}") from exc
 
+    @property
+    def _leases(self) -> str:
+        return f"{self.collection}__leases"
+
     def _ensure_collection(self) -> None:
         m = self._m
+        if not self._client.collection_exists(self._leases):
+            self._client.create_collection(self._leases, vectors_config=m.VectorParams(size=1, distance=m.Distance.DOT))
         if self._client.collection_exists(self.collection):
             info = self._client.get_collection(self.collection)
             vectors = info.config.params.vectors
@@ -187,6 +206,30 @@ class QdrantClientTransport:
 
     def purge(self) -> None:
         """A Qdrant server vacuums deleted points itself; local mode rewrites its rows on delete."""
+
+    def lease(self, name: str, owner: str, *, ttl_s: float = LEASE_TTL_S, wait_s: float = LEASE_WAIT_S) -> AbstractContextManager[None]:
+        if self._local_leases is not None:
+            return self._local_leases.lease(name, owner, ttl_s=ttl_s, wait_s=wait_s)
+        m = self._m
+        point_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"memsdk-lease:{name}"))
+        ours = m.FieldCondition(key="owner", match=m.MatchValue(value=owner))
+
+        def write(payload: dict[str, Any], only_if: Any) -> None:
+            point = m.PointStruct(id=point_id, vector=[1.0], payload={"name": name, **payload})
+            self._call(self._client.upsert, self._leases, [point], wait=True, update_filter=only_if)
+
+        def take(now: float) -> str | None:
+            expires = now + ttl_s
+            # one conditional write: the server applies it only where the lease is free or ours
+            write({"owner": owner, "expires": expires}, m.Filter(should=[m.FieldCondition(key="expires", range=m.Range(lt=now)), ours]))
+            found = self._call(self._client.retrieve, self._leases, [point_id], with_payload=True, with_vectors=False)
+            payload = dict(found[0].payload or {}) if found else {}
+            return None if (payload.get("owner"), payload.get("expires")) == (owner, expires) else str(payload.get("owner"))
+
+        def release() -> None:
+            write({"owner": "", "expires": 0.0}, m.Filter(must=[ours]))  # not one taken over after ours expired
+
+        return hold(name, take, release, wait_s)
 
     def close(self) -> None:
         self._client.close()
