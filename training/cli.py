@@ -1,4 +1,4 @@
-"""``python -m memsdk_training train manager|manager-ppo|answerer|memory-r2|writer --config FILE``.
+"""``python -m memsdk_training train manager|manager-ppo|answerer|memory-r2|writer|memagent|deltamem --config FILE``.
 
 The config file (YAML or JSON) fills the recipe's typed config; ``--steps``,
 ``--output-dir`` and ``--device`` override it for quick runs. A run with an existing
@@ -24,6 +24,8 @@ RECIPES = {
     "answerer": ("answerer", "AnswererGRPOConfig", "AnswererRecipe"),
     "memory-r2": ("logo_grpo", "LogoGRPOConfig", "LogoGRPORecipe"),
     "writer": ("writer", "WriterGRPOConfig", "WriterRecipe"),
+    "deltamem": ("deltamem", "DeltaMemGRPOConfig", "DeltaMemRecipe"),
+    "memagent": ("memagent", "MemAgentDAPOConfig", "MemAgentRecipe"),
 }
 
 

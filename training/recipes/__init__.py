@@ -13,9 +13,15 @@ warm_start    supervised warm start of the manager on the heuristic manager's va
 answerer      `AnswererRecipe`: Memory-R1's answer agent on (question, k memories, gold)
 logo_grpo     `LogoGRPORecipe`: Memory-R2's shared extractor + manager, LoGo groups, curriculum stages
 writer        `WriterRecipe`: Mem-alpha's writer, GRPO without KL, R1 + R2_t + w3 R3 + w4 R4_t
+deltamem      `DeltaMemRecipe`: DeltaMem's looking manager, GRPO on format + retrieval + soft state F1 vs target states
+memagent      `MemAgentRecipe`: MemAgent's reader, Multi-Conv DAPO (one advantage per rollout of all its conversations)
+dynamic_sampling  `DynamicSampling`: any sampler, with groups whose rewards are all equal drawn again (DAPO)
 """
 
 from .config import AnswererGRPOConfig, LoRASettings, LogoGRPOConfig, ManagerGRPOConfig, ManagerPPOConfig, PublishSettings, RecipeConfig, WriterGRPOConfig, load_config
+from .config import MemAgentDAPOConfig
+from .config import DeltaMemGRPOConfig
+from .dynamic_sampling import DynamicSampling
 from .learners import GroupLearner, Learned, Learner, ValueLearner
 from .loop import Recipe, RecipeData, Stage, step_seed
 from .metrics import MetricsLog, plot_metrics, read_metrics
@@ -27,6 +33,8 @@ from .update import Row, UpdateStats, ppo_update, update_metrics
 __all__ = [
     "AnswererGRPOConfig",
     "Completion",
+    "DeltaMemGRPOConfig",
+    "DynamicSampling",
     "GroupLearner",
     "InProcessRollouts",
     "Learned",
@@ -35,6 +43,7 @@ __all__ = [
     "LogoGRPOConfig",
     "ManagerGRPOConfig",
     "ManagerPPOConfig",
+    "MemAgentDAPOConfig",
     "MetricsLog",
     "Policy",
     "PublishSettings",

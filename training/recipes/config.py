@@ -30,6 +30,8 @@ __all__ = [
     "AnswererGRPOConfig",
     "LogoGRPOConfig",
     "WriterGRPOConfig",
+    "DeltaMemGRPOConfig",
+    "MemAgentDAPOConfig",
     "load_config",
 ]
 
@@ -233,6 +235,74 @@ class WriterGRPOConfig(RecipeConfig):
             raise ValueError("judge 'llm' needs judge_url (any OpenAI-compatible server)")
         return self
 
+
+class MemAgentDAPOConfig(RecipeConfig):
+    """MemAgent's reader with Multi-Conv DAPO over long-document QA samples cut from LoCoMo
+    (`recipes.memagent`): one advantage per rollout, R - mean R (Dr.GRPO: no std), shared by
+    every token of every conversation; token-mean loss; asymmetric clip; uniform groups redrawn."""
+
+    clip_eps_low: float = 0.2
+    clip_eps_high: float = Field(0.28, description="DAPO's clip-higher: more room for a rising token's probability.")
+    aggregation: AggregationMode = Field("token-mean", description="Every token of every conversation weighs the same (Multi-Conv DAPO).")
+    scale_by_std: bool = Field(False, description="Dr.GRPO, as MemAgent: A_i = R_i - mean R.")
+    drop_zero_variance: bool = True
+    kl_coef: float = Field(0.001, ge=0.0, description="The seed's Multi-Conv DAPO objective keeps beta * KL(pi || pi_ref) (k3); 0 drops it and its reference pass.")
+    max_redraws: int = Field(2, ge=0, description="Dynamic sampling: a group whose rewards are all equal is drawn again with fresh seeds, at most this often.")
+    answerer: Literal["policy", "extractive", "base-llm"] = Field(
+        "policy", description="Who answers from the final memory: the policy itself (MemAgent; the answer call is trained too), "
+        "or a frozen answerer (the extractive heuristic, the base model with the adapter off; then only the reader is trained).",
+    )
+    budget_tokens: int = Field(64, ge=16, le=500, description="The memory's budget (client.read's budget_tokens). An answer is shown "
+                               "the first 300 characters of a memory (~75 tokens), so a larger memory is cut when it is used.")
+    chunk_tokens: int = Field(256, ge=32, description="Tokens per chunk (client.read's chunk_tokens): one reader conversation each.")
+    sessions_per_sample: int = Field(1, ge=1, description="Consecutive LoCoMo sessions rendered as one document (one sample).")
+    qa_per_sample: int | None = Field(2, description="Questions asked from the final memory, drawn once per group.")
+    train_ids: tuple[str, ...] = ("conv-26",)
+    val_ids: tuple[str, ...] = ("conv-30",)
+    max_train_samples: int | None = 8
+    max_val_samples: int | None = 2
+    group_size: int = Field(4, ge=2, description="Rollouts per sample: one group.")
+    prompts_per_step: int = Field(1, ge=1, description="Samples per optimisation step.")
+    max_tokens: int = Field(512, ge=1, description="A cap on each call's reply; the runtime's own budgets (the reader's from budget_tokens, the answerer's 64) apply below it.")
+
+    @model_validator(mode="after")
+    def _no_reader_registry_role(self) -> "MemAgentDAPOConfig":
+        if self.publish is not None:
+            raise ValueError("publish: the policy registry has no reader role yet; load the adapter from <output_dir>/checkpoints/best")
+        return self
+
+
+class DeltaMemGRPOConfig(RecipeConfig):
+    """DeltaMem's manager: GRPO over (turns, bank before, target bank after) triples built by a
+    teacher's run over LoCoMo (`env.deltamem_targets`); R = 0.1 format + 0.1 retrieval + 0.8
+    soft-state F1 (`env.deltamem_env`), every call of a rollout's trace a row with its advantage."""
+
+    teacher: Literal["heuristic", "llm"] = Field("heuristic", description="Who builds the target states: the heuristic policies, or any OpenAI-compatible model at teacher_url as the manager.")
+    teacher_url: str | None = None
+    teacher_model: str | None = None
+    teacher_prompt: str = Field("deltamem/v1", description="The LLM teacher's manager prompt.")
+    embedder: Literal["minilm", "hash"] = "minilm"
+    turns_per_state: int = Field(1, ge=1, description="Turns of one session per state (large: whole sessions, DeltaMem's unit).")
+    related_k: int = Field(5, ge=1, description="Memories shown before any lookup.")
+    max_lookups: int = Field(2, ge=0, description="Searches the manager may make before its ops.")
+    lookup_k: int = Field(5, ge=1, description="Memories one search returns.")
+    tau: float = Field(0.5, description="Phi threshold of the soft state F1's matching (cosine of the embedder's vectors).")
+    w_format: float = 0.1
+    w_retrieval: float = 0.1
+    w_state: float = 0.8
+    train_ids: tuple[str, ...] = ("conv-26",)
+    val_ids: tuple[str, ...] = ("conv-30",)
+    max_train_states: int | None = 16
+    max_val_states: int | None = 4
+    group_size: int = Field(4, ge=2, description="Rollouts per state: one group.")
+    prompts_per_step: int = Field(2, ge=1)
+    max_tokens: int = Field(64, ge=1, description="Per call (a search or the final ops).")
+
+    @model_validator(mode="after")
+    def _llm_teacher_needs_url(self) -> "DeltaMemGRPOConfig":
+        if self.teacher == "llm" and not self.teacher_url:
+            raise ValueError("teacher 'llm' needs teacher_url (any OpenAI-compatible server)")
+        return self
 
 C = TypeVar("C", bound=RecipeConfig)
 

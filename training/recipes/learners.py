@@ -41,13 +41,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 
 from ..advantages import GroupedAdvantages, grouped_advantages, nonzero_variance
-from ..losses import (
-    clipped_value_loss,
-    explained_variance,
-    gae,
-    terminal_rewards,
-    whiten,
-)
+from ..losses import clipped_value_loss, explained_variance, gae, terminal_rewards, whiten
 from .config import ManagerPPOConfig, RecipeConfig
 from .policy import Policy
 from .samples import SampledGroup

@@ -8,7 +8,7 @@ mem_alpha   format validity, compression, content validity and their sum
 memagent    equivalence and multi-answer coverage
 """
 
-from .deltamem import DeltaMemConfig, StateDeltas, StateF1, deltamem_reward, soft_state_f1
+from .deltamem import DeltaMemConfig, StateDeltas, StateF1, deltamem_reward, retrieval_score, soft_state_f1
 from .mem_alpha import MemAlphaConfig, compression_reward, content_validity, format_validity, mem_alpha_reward
 from .memagent import coverage_reward, equivalence_reward
 from .memory_r1 import manager_reward
@@ -37,6 +37,7 @@ __all__ = [
     "mean_qa_score",
     "mem_alpha_reward",
     "normalize_answer",
+    "retrieval_score",
     "session_reward",
     "soft_state_f1",
     "token_f1",

@@ -24,7 +24,7 @@ precision) but may not be matched.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -44,6 +44,7 @@ __all__ = [
     "default_keywords",
     "soft_state_f1",
     "deltamem_reward",
+    "retrieval_score",
 ]
 
 # (Delta_pred texts, Delta_target texts) -> Phi, an array of shape [len(pred), len(target)]
@@ -162,3 +163,18 @@ def deltamem_reward(
 ) -> float:
     """R = w_format R_format + w_retrieval R_retrieval + w_state R_state."""
     return config.w_format * format_score + config.w_retrieval * retrieval_score + config.w_state * state_score
+
+
+def retrieval_score(wanted: Collection[Hashable], retrieved: Collection[Hashable]) -> float:
+    """R_retrieval: the share of ``wanted`` memories that the trace ``retrieved`` before its
+    ops; 1.0 when nothing was wanted (no memory to change, none changed).
+
+    The environment (`training.env.deltamem_env`) wants every memory the trace's final replies
+    UPDATE or DELETE (an alias never shown counts as a memory it did not retrieve) and every
+    memory of the bank before that the target state changes; it retrieved what the pipeline's
+    related search and its own lookups showed it.
+    """
+    wanted = set(wanted)
+    if not wanted:
+        return 1.0
+    return len(wanted & set(retrieved)) / len(wanted)

@@ -1,0 +1,159 @@
+"""MemAgent's reader trained with Multi-Conv DAPO over long-document QA samples cut from LoCoMo.
+
+    sample   a window of ``sessions_per_sample`` LoCoMo sessions rendered as one document
+             (``speaker (on date): text`` lines, the runtime's `chunk_turns`, so the chunks are
+             exactly what `client.read(turns, chunk_tokens=...)` reads) and the questions whose
+             every evidence turn lies inside it (``qa_per_sample`` drawn once per group)
+    rollout  every chunk's conversation (the runtime reader rewrites the fixed-budget memory),
+             then each question answered from the final memory as `client.answer` would show
+             it (`env.memagent_env`); by default the policy answers (MemAgent), so the answers
+             are the rollout's last conversations
+    reward   R_i = mean over questions of coverage (multi-answer) or equivalence (exact match)
+    groups   the G rollouts of a sample are ONE group: A_i = R_i - mean R (Dr.GRPO, no std),
+             and every token of every conversation of rollout i takes A_i: each call is a
+             `Completion` of the member, which `GroupLearner` turns into a row with its advantage
+    update   PPO-clip with DAPO's asymmetric clip (1 - 0.2, 1 + 0.28), the token mean over all
+             rows (``aggregation: token-mean``), beta * KL(pi || pi_ref) as the seed's
+             objective writes it (0.001, k3; ``kl_coef: 0`` drops it)
+    dynamic  a group whose rewards are all equal is drawn again with fresh seeds, at most
+             ``max_redraws`` times (`recipes.dynamic_sampling`); the redraws are logged
+
+Every reward term is logged on its own (`TERMS`) and drawn in curves.png, with ``redraws``.
+Train on conv-26, validate on conv-30 (greedy rollouts: ``reward`` = mean R). Run:
+``python -m memsdk_training train memagent --config training/configs/memagent_dapo.yaml``.
+
+Token mean: `update.ppo_update` weighs each micro-batch by its share of rows, so the loss is
+the exact token mean over every conversation when ``micro_batch_size`` holds a step's rows
+(G x (chunks + questions)), and a mean of per-micro-batch token means otherwise.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memsdk.llm.base import SamplingParams
+from memsdk.policies import Answerer, LLMAnswerer, PolicyConfig
+from memsdk.policies.reader import LLMReader, chunk_turns
+from memsdk.types import Scope
+
+from ..env import sample_qa
+from ..env.memagent_env import ReadRollout, roll_out_read
+from ..env.state import QAItem
+from .config import MemAgentDAPOConfig
+from .dynamic_sampling import DynamicSampling
+from .learners import Learned
+from .loop import Recipe, RecipeData, step_seed
+from .manager import frozen_answerer
+from .metrics import DEFAULT_CURVES
+from .policy import Policy
+from .rollouts import RolloutEngine
+from .samples import Completion, Sampled, SampledGroup
+from .writer import questions, session_windows
+
+__all__ = ["ReadSample", "MemAgentEnv", "MemAgentRecipe", "read_samples", "to_sampled", "TERMS"]
+
+#: the metrics row's name for each reward term (`ReadRollout.terms`)
+TERMS = ("answer_reward", "answer_em", "answer_coverage", "answer_f1", "memory_recall", "kept_old_rate", "memory_tokens", "answer_parse_failure_rate")
+
+
+@dataclass(frozen=True)
+class ReadSample:
+    """A long-document QA sample: the document's chunks and the questions it answers."""
+
+    key: str
+    scope: Scope
+    chunks: tuple[str, ...]
+    questions: tuple[QAItem, ...]
+
+
+def read_samples(sample_ids: Sequence[str], *, sessions: int, chunk_tokens: int, limit: int | None) -> list[ReadSample]:
+    """Windows of ``sessions`` consecutive sessions of each conversation (`writer.session_windows`:
+    those with a question whose evidence lies inside), rendered and chunked as `client.read` does."""
+    windows = itertools.islice((w for i in sample_ids for w in session_windows(i, sessions)), limit)
+    return [ReadSample(w.key, w.scope, tuple(chunk_turns([t for s in w.sessions for t in s.turns], chunk_tokens)), questions(w)) for w in windows]
+
+
+def to_sampled(rollout: ReadRollout) -> Sampled:
+    """One group member: the rollout's reward and every conversation that earned it (reads,
+    then answers), so each becomes a row with the member's one advantage."""
+    calls = tuple(Completion(c.prompt, c.token_ids, c.parse_failed) for c in rollout.conversations)
+    return Sampled(rollout.reward, calls, rollout.memory, rollout.terms())
+
+
+class MemAgentEnv:
+    """The recipe's `Sampler`: G rollouts of a sample -> one group."""
+
+    def __init__(self, reader: LLMReader, answerer: LLMAnswerer | Answerer, policy: Policy, config: MemAgentDAPOConfig) -> None:
+        self.reader, self.answerer, self.policy, self.config = reader, answerer, policy, config
+
+    def key(self, state: ReadSample) -> str:
+        return state.key
+
+    def rollouts(self, state: ReadSample, params: SamplingParams, *, qa_seed: int, n: int) -> list[ReadRollout]:
+        cfg = self.config
+        qa = sample_qa(state.questions, cfg.qa_per_sample, random.Random(qa_seed))  # the same questions judge the whole group
+        return [
+            roll_out_read(
+                state.chunks, qa, state.scope, self.reader, self.policy.render, params.model_copy(update={"seed": step_seed(params.seed or 0, "rollout", g)}),
+                budget_tokens=cfg.budget_tokens, answerer=self.answerer, policy_answers=cfg.answerer == "policy",
+            )  # fmt: skip
+            for g in range(n)
+        ]
+
+    def sample(self, state: ReadSample, params: SamplingParams, *, seed: int) -> list[SampledGroup]:
+        done = self.rollouts(state, params, qa_seed=seed, n=params.n)
+        return [SampledGroup(state.key, tuple(to_sampled(r) for r in done))]
+
+    def evaluate(self, states: Sequence[ReadSample]) -> dict[str, float]:
+        """Greedy rollouts on held-out samples, each asked ``qa_per_sample`` of its questions
+        (the same ones at every evaluation): the mean R and each term."""
+        greedy = SamplingParams(temperature=0.0, max_tokens=self.config.max_tokens, seed=0)
+        cfg = self.config
+        done = [
+            roll_out_read(s.chunks, sample_qa(s.questions, cfg.qa_per_sample, random.Random(i)), s.scope, self.reader, self.policy.render, greedy,
+                          budget_tokens=cfg.budget_tokens, answerer=self.answerer, policy_answers=cfg.answerer == "policy")
+            for i, s in enumerate(states)
+        ]  # fmt: skip
+        terms = [r.terms() for r in done]
+        return {"reward": _mean([r.reward for r in done]), **{k: _mean([t[k] for t in terms]) for k in TERMS}}
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+class MemAgentRecipe(Recipe[ReadSample]):
+    role = "reader"
+    config: MemAgentDAPOConfig
+    curves = (*DEFAULT_CURVES, *TERMS, "redraws")
+
+    def __init__(self, config: MemAgentDAPOConfig) -> None:
+        super().__init__(config)
+
+    def published_roles(self) -> dict[str, str | None]:
+        roles: dict[str, str | None] = {self.role: self.env.reader.caller.prompt.id}
+        if isinstance(self.env.answerer, LLMAnswerer) and self.config.answerer == "policy":
+            roles["answerer"] = self.env.answerer.caller.prompt.id  # trained on its answers too
+        return roles
+
+    def samples(self) -> tuple[list[ReadSample], list[ReadSample]]:
+        cfg = self.config
+        make = lambda ids, n: read_samples(ids, sessions=cfg.sessions_per_sample, chunk_tokens=cfg.chunk_tokens, limit=n)  # noqa: E731
+        return make(cfg.train_ids, cfg.max_train_samples), make(cfg.val_ids, cfg.max_val_samples)
+
+    def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[ReadSample]:
+        cfg = self.config
+        settings = PolicyConfig(model=rollouts.model, constrained=False, reask=False)  # the trainers' reading: no re-ask
+        reader = LLMReader(rollouts.backend, settings)
+        answerer = LLMAnswerer(rollouts.backend, settings) if cfg.answerer == "policy" else frozen_answerer(cfg.answerer, rollouts)
+        self.env = MemAgentEnv(reader, answerer, policy, cfg)
+        self.dynamic = DynamicSampling(self.env, cfg.max_redraws)
+        train, val = self.samples()
+        return RecipeData(self.dynamic, train, val)
+
+    def _metrics_row(self, groups: Sequence[SampledGroup], learned: Learned, seconds: float) -> dict[str, Any]:
+        return {**super()._metrics_row(groups, learned, seconds), **self.dynamic.take_metrics()}
