@@ -38,6 +38,7 @@ from memsdk.interactions.types import AppliedOp
 from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall, PolicyStats
 from memsdk.policies.base import Call, Chat, Done, Lookup, R, Steps, resume
 from memsdk.policies.base import chat as run_chat
+from memsdk.policies.grounding import cited_turns
 from memsdk.policies.manager import check_ops
 from memsdk.policies.supersede import Correction, Forget, classify, supersede_ops
 from memsdk.policies.writer import Writer, Written
@@ -242,14 +243,16 @@ def ingest_steps(
             raise  # the turn is stored nowhere: only the caller can keep it now
         out.failures.append(f"extractor failed, the turn is kept in the episodic tier only: {exc}")
         return out
-    out.facts, out.fallback = extraction.facts, extraction.fallback
+    out.fallback = extraction.fallback
     out.calls += extraction.calls
     # a reply with no usable field is not "no facts in this turn": say so, as the manager does
     out.failures += [f"extractor: unparseable output: {c.failure}" for c in extraction.calls if c.failure]
-    turn_ids = [t.turn_id for t in stated if t.turn_id]
+    cited = _cite(extraction.facts, stated, context, out)
+    out.facts = list(cited)
     when = parse_when(stated[-1].timestamp)
     actor = Actor(role=policies.manager.role, version=policies.versions["manager"])
     for facts in [out.facts] if together and out.facts else [[f] for f in out.facts]:
+        turn_ids = [t.turn_id for t in dict.fromkeys(t for f in facts for t in cited[f]) if t.turn_id]
         try:
             transition = yield from _settle(facts, when, scope, policies.manager, related_k, turn_ids, actor, out)
         except PolicyError as exc:
@@ -260,6 +263,19 @@ def ingest_steps(
         if transition is not None:
             out.ops += applied_ops(transition)
     return out
+
+
+def _cite(facts: Sequence[str], stated: Sequence[Turn], context: Sequence[Turn], out: IngestOutcome) -> dict[str, list[Turn]]:
+    """Each fact with the shown turns it came from (`cited_turns`); a fact that none of them
+    holds (a copy of the prompt's example, an invention) is not stored, and says so: whoever
+    wrote the extractor, a memory names the turn that said it. The turn itself is kept."""
+    cited: dict[str, list[Turn]] = {}
+    for fact in facts:
+        if (turns := cited_turns(fact, stated, context)) is None:
+            out.failures.append(f"extractor: fact not found in the turn or its context, not stored: {fact[:80]!r}")
+        else:
+            cited.setdefault(fact, turns)
+    return cited
 
 
 def _quoted(facts: Sequence[str]) -> str:

@@ -9,7 +9,6 @@ is dropped (DELETE storms become NOOP), and every drop is counted.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -18,11 +17,12 @@ from pydantic import BaseModel
 
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, Request, Steps, run
+from memsdk.policies.grounding import grounded
 from memsdk.policies.prompts import load_prompt
 from memsdk.policies.schemas import ManagerDecision
 from memsdk.types import Op, OpType, ScoredMemory, Tier, check_text
 
-__all__ = ["Decision", "Manager", "LLMManager", "ChunkManager", "OpGuard", "to_ops", "check_ops", "render_memories", "alias_problem", "grounded", "valid_text"]
+__all__ = ["Decision", "Manager", "LLMManager", "ChunkManager", "OpGuard", "to_ops", "check_ops", "render_memories", "alias_problem", "valid_text"]
 
 MEMORY_CHARS = 300
 
@@ -60,23 +60,6 @@ class OpGuard:
     #: a replacement, not a merge: it is stored as an ADD and the old memory stays live
     #: (an untrained manager otherwise funnels every fact into one memory, overwriting it)
     min_kept: float = 0.3
-
-
-_WORD = re.compile(r"[a-z0-9']+")
-_FUNCTION_WORDS = frozenset("the a an and or but of to in on at for with by from is are was were be has have had i you he she it we they my your his her their this that".split())
-
-
-def _content_words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in _FUNCTION_WORDS and len(w) > 1}
-
-
-def grounded(text: str, sources: Sequence[str], minimum: float) -> bool:
-    """Whether at least ``minimum`` of ``text``'s content words appear in ``sources``."""
-    words = _content_words(text)
-    if not words:
-        return False
-    support = set().union(*(_content_words(s) for s in sources)) if sources else set()
-    return len(words & support) / len(words) >= minimum
 
 
 def render_memories(memories: Sequence[ScoredMemory], *, dated: bool = False) -> str:

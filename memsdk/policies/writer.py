@@ -21,7 +21,8 @@ from memsdk.dates import render_timestamp
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, Request, Steps, run
 from memsdk.policies.extractor import MAX_TURN_CHARS, render_turn
-from memsdk.policies.manager import OpGuard, alias_problem, grounded, valid_text
+from memsdk.policies.grounding import grounded
+from memsdk.policies.manager import OpGuard, alias_problem, valid_text
 from memsdk.policies.prompts import load_prompt
 from memsdk.policies.schemas import MAX_WRITER_TEXT_CHARS, WriterCalls, dropped_calls
 from memsdk.types import Op, ScoredMemory, Tier, Turn

@@ -124,3 +124,21 @@ def test_single_tier_mode_keeps_no_turns(make_client) -> None:
     r = client.ingest(TURNS[0], scope=SAM)
     assert r.episodic_id is None and client.list(scope=SAM, tier="episodic") == []
     assert len(client.list(scope=SAM, tier="semantic")) == 1
+
+
+def test_a_stored_fact_names_the_turn_that_said_it_and_an_invented_one_is_not_stored(make_client) -> None:
+    """The extractor sees the turns before the current one. A fact it takes from one of them
+    cites that turn, and a fact no shown turn holds (its prompt's example) is not stored."""
+    replies = [
+        '{"facts": []}',
+        '{"facts": []}',
+        '{"facts": ["Sam has a sister called Anne who lives in Paris", "Adopted another dog named Buddy"]}',
+        '{"ops": [{"op": "ADD", "text": "Sam has a sister called Anne who lives in Paris"}]}',
+    ]
+    client = make_client(backend=ScriptedBackend(*replies), policies="llm", fallback_to_heuristic=False)
+    *_, last = client.ingest(TURNS, scope=SAM)
+    assert last.facts == ["Sam has a sister called Anne who lives in Paris"]
+    assert any("not found in the turn or its context" in f and "Buddy" in f for f in last.failures)
+    [fact] = client.list(scope=SAM, tier="semantic")
+    assert fact.source_turn_ids == ("D1:2",)  # not D1:3, the turn being ingested
+    assert len(client.list(scope=SAM, tier="episodic")) == 3  # the turn itself is kept

@@ -22,8 +22,10 @@ from memsdk_training.recipes.logo_grpo import LogoGRPORecipe
 
 from ._tiny import make_format_model
 
+# the first chunk holds every word the tiny model writes, so the facts it extracts there are
+# found in the turns and stored (the ingest loop drops a fact no shown turn holds)
 SESSIONS = [
-    [("alice", "alice likes tea"), ("bob", "bob has a dog"), ("alice", "alice likes paris")],
+    [("alice", "alice likes tea in paris"), ("bob", "bob has a dog and a cat"), ("alice", "alice likes paris")],
     [("bob", "bob has a cat"), ("alice", "alice likes the dog")],
     [("alice", "alice has a cat in paris"), ("bob", "bob likes tea")],
 ]
@@ -91,13 +93,13 @@ def records(snapshot) -> list[tuple[str, int, bool]]:  # type: ignore[no-untyped
 
 
 def test_logo_groups_and_curriculum_warm_start(format_model_dir: Path, tmp_path: Path) -> None:
-    # lr 5e-2 moves the tiny model fast; on some seeds its replies have collapsed to one string
-    # by the last step, and re-rolls that cannot differ test nothing (seeds 0-4: 3 of 3 local
-    # groups diverse on 0, 1 and 4; 1 of 3 on seed 3)
+    # a large lr collapses the tiny model's replies to one string by the last step, and re-rolls
+    # that cannot differ test nothing: at 5e-2 seeds 0-4 kept 3 of 3 local groups diverse on
+    # three seeds before facts had to be found in the turns, on none after; at 2e-2 on all five
     config = LogoGRPOConfig(
         model_path=str(format_model_dir), output_dir=str(tmp_path), num_threads=1, progress=False, seed=0,
         curriculum=(2, 3), steps=2, eval_every=1, group_size=3, rerolls=3, p_local=1.0, chunk_turns=2, max_tokens=10,
-        temperature=1.0, lr=5e-2, ppo_epochs=1, qa_per_session=None,
+        temperature=1.0, lr=2e-2, ppo_epochs=1, qa_per_session=None,
         publish=PublishSettings(registry_dir=str(tmp_path / "registry"), version="r2-1"),
     )  # fmt: skip
     recipe = TinyLogo(config)
