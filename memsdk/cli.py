@@ -8,12 +8,14 @@
     memsdk export caroline.jsonl --user caroline
     memsdk import caroline.jsonl [--user someone-else]
     memsdk policies                     (active versions, gate decisions, audit trail)
-    memsdk policies evaluate answerer v2 [--against base] [--on locomo-val|states.jsonl]
+    memsdk policies evaluate answerer v2 [--against base] [--on locomo-val|log|states.jsonl]
     memsdk policies promote answerer v2 [--force]
     memsdk policies installed           (policies other packages installed: memsdk.policies entry points)
     memsdk --policy extractor=heuristic --policy manager='{"base_url": "http://vllm:8000"}' ask ...
     memsdk use-policy manager v3        memsdk rollback manager
     memsdk eval locomo --split val      memsdk eval compare A.json B.json   (see memsdk.eval.cli)
+    memsdk train answerer --from-log DATA_DIR   (retrain from judged traffic, promote if the gate passes;
+                                        a ``memsdk.commands`` entry point of memsdk[training])
 
 Global settings (``--data-dir``, ``--qdrant-url``, ``--llm-base-url``, ``--model``,
 ``--policies``, ``--policy ROLE=SPEC``) default to the ``MEMSDK_*`` environment. Output is JSON on stdout; errors
@@ -84,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         q = gate.add_parser(name, help=helptext)
         q.add_argument("role")
         q.add_argument("version")
-        q.add_argument("--on", default="locomo-val", help="'locomo-val' or a JSONL file of states (memsdk.eval.replay)")
+        q.add_argument("--on", default="locomo-val", help="'locomo-val', 'log' (the answers this data dir's users judged) or a JSONL file of states (memsdk.eval.replay)")
         q.add_argument("--margin", type=float, default=0.0, help="the reward difference's lower bound must exceed it")
         if name == "evaluate":
             q.add_argument("--against", help="the incumbent (default: the version serving now)")
@@ -98,7 +100,38 @@ def _parser() -> argparse.ArgumentParser:
     from memsdk.eval.cli import add_parser as add_eval_parser
 
     add_eval_parser(sub)
+    _installed_commands(sub)
     return parser
+
+
+#: entry points whose function adds a subcommand: ``register(subparsers)``; the subcommand
+#: sets ``handler(args, client_settings) -> result`` and builds what it needs itself
+COMMANDS = "memsdk.commands"
+
+
+def _installed_commands(sub: Any) -> None:
+    """Commands other packages install (memsdk[training] adds ``train``), so the runtime
+    imports none of them; ``train`` without the package says what to install."""
+    from importlib.metadata import entry_points
+
+    names = set()
+    for ep in entry_points(group=COMMANDS):
+        if ep.name in names or ep.name in sub.choices:
+            continue
+        try:
+            ep.load()(sub)
+        except Exception as exc:  # a broken package must not break the other commands
+            print(f"memsdk: command {ep.name!r} from {ep.value} is unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
+            continue
+        names.add(ep.name)
+    if "train" not in sub.choices:
+        p = sub.add_parser("train", help="retrain a policy from logged traffic (needs memsdk[training])")
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(handler=_needs_training)
+
+
+def _needs_training(args: argparse.Namespace, settings: dict[str, Any]) -> Any:
+    raise InvalidInput("train", "needs the training package: pip install 'memsdk[training]'")
 
 
 def _scope(args: argparse.Namespace, *, required: bool = True) -> Any:
@@ -149,6 +182,8 @@ def _run(args: argparse.Namespace) -> Any:
 
         return installed()
     settings = {k: v for k, v in {"data_dir": args.data_dir, "qdrant_url": args.qdrant_url, "llm_base_url": args.llm_base_url, "model": args.model, "policies": _role_policies(args)}.items() if v}
+    if handler := getattr(args, "handler", None):  # an installed command builds its own client
+        return handler(args, settings)
     with MemoryClient(**settings) as client:
         match args.command:
             case "ingest":

@@ -1,4 +1,5 @@
-"""``python -m memsdk_training train manager|manager-ppo|answerer|memory-r2|writer|memagent|deltamem --config FILE``.
+"""``python -m memsdk_training train manager|manager-ppo|answerer|memory-r2|writer|memagent|deltamem --config FILE``
+and ``python -m memsdk_training retrain answerer --from-log DATA_DIR`` (`memsdk_training.retrain`).
 
 The config file (YAML or JSON) fills the recipe's typed config; ``--steps``,
 ``--output-dir`` and ``--device`` override it for quick runs. A run with an existing
@@ -49,7 +50,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--steps", type=int)
     train.add_argument("--output-dir")
     train.add_argument("--device")
+    from .commands import add_arguments, run
+
+    add_arguments(sub.add_parser("retrain", help="retrain from an app's judged traffic, then the release gate (= memsdk train)"))
     args = parser.parse_args(argv)
+    if args.command == "retrain":
+        print(json.dumps(run(args, {}), indent=2))
+        return 0
     recipe = build_recipe(args.recipe, args.config, steps=args.steps, output_dir=args.output_dir, device=args.device)
     recipe.setup()
     try:

@@ -17,7 +17,7 @@ from collections import deque
 from datetime import timedelta
 from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import contextmanager
-from typing import IO, Any, Generic, Iterator
+from typing import IO, TYPE_CHECKING, Any, Generic, Iterator
 
 import numpy as np
 from tqdm import tqdm
@@ -35,6 +35,18 @@ from memsdk.llm.config import CircuitBreaker
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import BASE_VERSION, ROLES, PolicyRegistry
 from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, Actor, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, utcnow
+
+if TYPE_CHECKING:
+    from memsdk.eval.replay import AnswerCase  # memsdk.eval imports the clients
+
+#: what the release gate replays: "locomo-val", "log" (the app's judged answers), a JSONL file
+#: of states, or the states themselves
+GateStates = str | os.PathLike[str] | Sequence["AnswerCase"]
+
+
+def gate_label(on: GateStates) -> str:
+    """How a gate decision names its states."""
+    return f"{len(on)} given states" if isinstance(on, (list, tuple)) else str(on)
 
 __all__ = ["BaseClient", "TimedEmbedder", "Timings", "SCOPE_LOCK_STRIPES"]
 
@@ -179,15 +191,26 @@ class BaseClient(Generic[B]):
         """The published checkpoints, their gate decisions and the promotion audit trail."""
         return self._policies.registry
 
-    def _gate_cases(self, role: str, on: str | os.PathLike[str], k: int) -> list[Any]:
-        from memsdk.eval.replay import load_answer_cases, locomo_answer_cases
+    def _gate_cases(self, role: str, on: GateStates, k: int) -> list[Any]:
+        from memsdk.eval.replay import AnswerCase, load_answer_cases, locomo_answer_cases, log_answer_cases
 
         if role != "answerer":
             raise InvalidInput("role", f"the release gate replays the answerer so far, not the {role}; promote(..., force=True) switches it and is recorded in the audit trail")
+        if isinstance(on, (list, tuple)):
+            if not on or not all(isinstance(c, AnswerCase) for c in on):
+                raise InvalidInput("on", "expected a non-empty sequence of AnswerCase states")
+            return list(on)
         if str(on) == "locomo-val":
             return locomo_answer_cases(self._embedder, split="val", k=k)
+        if str(on) == "log":
+            if self.log is None:
+                raise InvalidInput("on", "'log' needs the interaction log, which this client does not keep (log_interactions=False)")
+            cases = log_answer_cases(self.log, self.bank)
+            if not cases:
+                raise InvalidInput("on", "the interaction log holds no judged answer (client.feedback with a gold or correct=True) to replay")
+            return cases
         if not isinstance(on, (str, os.PathLike)) or not Path(on).is_file():
-            raise InvalidInput("on", f"expected 'locomo-val' or a JSONL file of states, got {str(on)!r}")
+            raise InvalidInput("on", f"expected 'locomo-val', 'log', a JSONL file of states or a list of AnswerCase, got {str(on)!r}")
         return load_answer_cases(on)
 
     def _promotion(self, role: str, version: str, incumbent: str, decision: Any, force: bool) -> Any:

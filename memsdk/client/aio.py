@@ -19,7 +19,7 @@ from typing import IO, Any, overload
 
 from tqdm import tqdm
 
-from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike, in_process_model
+from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model
 from memsdk.client.policies import Endpoint, Switch
 from memsdk.client.pipeline import Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
 from memsdk.policies.base import Call, Chat, R, acall, achat
@@ -204,18 +204,18 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         await self._load(switch)
         self._policies.commit(switch, rollback=True)
 
-    async def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: str | os.PathLike[str] = "locomo-val", config: GateConfig = GateConfig(), k: int = 60) -> GateDecision:
+    async def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: GateStates = "locomo-val", config: GateConfig = GateConfig(), k: int = 60) -> GateDecision:
         self._check_open()
         from memsdk.eval.replay import areplay_answerer  # memsdk.eval imports the clients
 
         incumbent = against or self._incumbent(role)
         cases = await asyncio.to_thread(self._gate_cases, role, on, k)
         sides = [await areplay_answerer(self._policies.build(await self._loaded(role, v)), v, cases) for v in (version, incumbent)]
-        decision = decide(role, sides[0], sides[1], on=str(on), config=config)
+        decision = decide(role, sides[0], sides[1], on=gate_label(on), config=config)
         await asyncio.to_thread(self._policies.registry.record_decision, decision)
         return decision
 
-    async def promote(self, role: str, version: str, *, force: bool = False, on: str | os.PathLike[str] = "locomo-val", config: GateConfig = GateConfig()) -> GateDecision | None:
+    async def promote(self, role: str, version: str, *, force: bool = False, on: GateStates = "locomo-val", config: GateConfig = GateConfig()) -> GateDecision | None:
         self._check_open()
         incumbent = self._incumbent(role)
         decision = None if force else await self.evaluate_policy(role, version, against=incumbent, on=on, config=config)

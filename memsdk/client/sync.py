@@ -13,7 +13,7 @@ from typing import IO, Any, overload
 
 from tqdm import tqdm
 
-from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, ScopeLike, Timings, TurnLike, in_process_model
+from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model
 from memsdk.client.policies import Endpoint, Switch
 from memsdk.client.pipeline import Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
 from memsdk.policies.base import Call, Chat, R, chat
@@ -220,10 +220,10 @@ class MemoryClient(BaseClient[LoRABackend]):
         self._load(switch)
         self._policies.commit(switch, rollback=True)
 
-    def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: str | os.PathLike[str] = "locomo-val", config: GateConfig = GateConfig(), k: int = 60) -> GateDecision:
+    def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: GateStates = "locomo-val", config: GateConfig = GateConfig(), k: int = 60) -> GateDecision:
         """The release gate's comparison: ``version`` and the incumbent (``against``, default
-        the version serving now) replay the same states (``on``: ``"locomo-val"`` or a JSONL
-        file, see `memsdk.eval.replay`); the paired decision is recorded beside the
+        the version serving now) replay the same states (``on``: ``"locomo-val"``, ``"log"`` for the
+        app's own judged answers, a JSONL file, or a list of `AnswerCase`; see `memsdk.eval.replay`); the paired decision is recorded beside the
         candidate's manifest and returned. Nothing is switched."""
         self._check_open()
         from memsdk.eval.replay import replay_answerer  # memsdk.eval imports the clients
@@ -231,11 +231,11 @@ class MemoryClient(BaseClient[LoRABackend]):
         incumbent = against or self._incumbent(role)
         cases = self._gate_cases(role, on, k)
         sides = [replay_answerer(self._policies.build(self._loaded(role, v)), v, cases) for v in (version, incumbent)]
-        decision = decide(role, sides[0], sides[1], on=str(on), config=config)
+        decision = decide(role, sides[0], sides[1], on=gate_label(on), config=config)
         self._policies.registry.record_decision(decision)
         return decision
 
-    def promote(self, role: str, version: str, *, force: bool = False, on: str | os.PathLike[str] = "locomo-val", config: GateConfig = GateConfig()) -> GateDecision | None:
+    def promote(self, role: str, version: str, *, force: bool = False, on: GateStates = "locomo-val", config: GateConfig = GateConfig()) -> GateDecision | None:
         """Serve ``version`` only if the gate passes against the version serving now (else
         `GateFailed`, nothing switched). ``force=True`` skips the gate; either way the
         promotion is appended to the role's audit trail, which watching clients follow."""

@@ -7,6 +7,9 @@ reward difference is the policy's alone. Sources:
 - ``locomo-val``: LoCoMo's validation conversation (conv-30): every turn one memory (the
   heuristic extractor's rendering, as the answerer's trainer builds its states), the top
   ``k`` for each scored question through `MemoryBank.search`;
+- ``log``: the app's own judged answers (`log_answer_cases`): each answer that got a gold
+  (or a "correct" verdict) through ``client.feedback``, with the memories it was shown as they
+  stood when it was asked, rebuilt from the bank's history;
 - a JSONL file, one state per line: ``{"question": ..., "memories": ["...", ...], "gold": ...}``.
 
 `replay_answerer` runs a version over the states: the reward is token F1 against the gold
@@ -27,10 +30,12 @@ from pathlib import Path
 import numpy as np
 
 from memsdk.bank import MemoryBank
+from memsdk.bank.history import events_until, replay
 from memsdk.datasets.locomo import load_locomo
 from memsdk.embedding.base import Embedder
 from memsdk.errors import InvalidInput
 from memsdk.eval.scoring import token_f1
+from memsdk.interactions import InteractionLog, Trajectory
 from memsdk.policies import Answer, Answerer, HeuristicExtractor
 from memsdk.client.pipeline import decided
 from memsdk.policies.base import arun, run
@@ -38,7 +43,7 @@ from memsdk.registry.gate import SideResult
 from memsdk.store.memory import InMemoryTransport
 from memsdk.types import Actor, MemoryRecord, Op, Scope, ScoredMemory, Turn, content_hash, utcnow
 
-__all__ = ["AnswerCase", "answer_cases", "locomo_answer_cases", "load_answer_cases", "replay_answerer", "areplay_answerer"]
+__all__ = ["AnswerCase", "answer_cases", "locomo_answer_cases", "log_answer_cases", "load_answer_cases", "replay_answerer", "areplay_answerer"]
 
 _BUILDER = Actor(role="locomo-builder", version=HeuristicExtractor.version)
 
@@ -68,6 +73,41 @@ def answer_cases(key: str, turns: Sequence[Turn], questions: Sequence[Any], embe
 def locomo_answer_cases(embedder: Embedder, *, split: str = "val", k: int = 60) -> list[AnswerCase]:
     """The split's questions over its conversations' day-stamped turns (as the trainer sees them)."""
     return [c for conv in load_locomo() if conv.split == split for c in answer_cases(conv.sample_id, conv.day_stamped_turns(), conv.questions(), embedder, k=k)]
+
+
+def _gold(answer: Trajectory) -> str | None:
+    """The latest judgement's gold: the gold given, else the answer itself when it was called
+    correct; None when the app said only "wrong" (nothing to score against)."""
+    for f in reversed(answer.feedback):
+        if f.gold:
+            return f.gold
+        if f.correct:
+            return str(answer.output.get("answer") or "") or None
+    return None
+
+
+def log_answer_cases(log: InteractionLog, bank: MemoryBank, *, scope: Scope | None = None) -> list[AnswerCase]:
+    """The answers an app judged with ``client.feedback``, as states: the question, the
+    memories it was shown in the order shown, each as it stood when the question was asked
+    (the bank's history replayed up to that moment, so a later edit or forget does not change
+    a state), and the gold. An answer whose memories are all gone from the bank (erased) is
+    skipped. Keys are ``log/<answer id>``, stable across calls."""
+    cases, events = [], {}
+    for answer in log.read(scope=scope, kind="answer"):
+        gold = _gold(answer)
+        if gold is None:
+            continue
+        records = {}
+        for raw in answer.input.get("scopes") or [answer.scope.model_dump(mode="json")]:
+            s = Scope.model_validate(raw)
+            if s not in events:
+                events[s] = (bank.history(s), {r.id: r for r in bank.list(s, include_deleted=True)})
+            history, current = events[s]
+            records.update({r.id: r for r in replay(events_until(history, answer.created_at), current) if not r.deleted})
+        shown = [records[i] for i in map(uuid.UUID, answer.input.get("shown", [])) if i in records]
+        if shown:
+            cases.append(AnswerCase(f"log/{answer.id}", str(answer.input["question"]), tuple(ScoredMemory(record=r, score=1.0) for r in shown), gold))
+    return cases
 
 
 def _memory(text: str, scope: Scope) -> ScoredMemory:

@@ -142,3 +142,44 @@ def test_the_async_twin_gates_the_same_way(tmp_path) -> None:
             assert decision is not None and decision.passed and client.policies["answerer"].version == "good"
 
     asyncio.run(main())
+
+
+def test_the_log_replays_the_answers_users_judged_as_they_were_shown(gated) -> None:
+    """``on="log"``: each answer given a gold (or called correct) is a state, its memories as
+    they stood when it was asked; an answer only called wrong has no gold and is no state."""
+    from memsdk.eval.replay import log_answer_cases
+
+    client, _, _, _ = gated
+    sam = {"user_id": "sam"}
+    dog = client.add("Sam has a dog named Rex", scope=sam)
+    client.add("Sam lives in Lisbon", scope=sam)
+    judged = []
+    for i in range(6):
+        a = client.answer(f"what is the name of Sam's dog ({i})?", scope=sam)
+        client.feedback(a.answer_id, gold="answerer-good")
+        judged.append(a.answer_id)
+    client.feedback(client.answer("anything else?", scope=sam).answer_id, correct=False)
+    client.update(dog.id, "Sam has a cat named Tom", scope=sam)  # after the answers: no state changes
+    client.delete(dog.id, scope=sam)
+
+    cases = log_answer_cases(client.log, client.bank)
+    assert [c.key for c in cases] == [f"log/{i}" for i in judged]
+    assert all(c.gold == "answerer-good" for c in cases)
+    assert all("Sam has a dog named Rex" in [m.record.text for m in c.memories] for c in cases)
+
+    decision = client.promote("answerer", "good", on="log")
+    assert decision is not None and decision.passed and decision.on == "log" and decision.paired.wins == 6
+    with pytest.raises(GateFailed):
+        client.promote("answerer", "bad", on=cases[:3])  # the states themselves, as a trainer passes its held-out part
+    assert client.registry.decision("answerer", "bad").on == "3 given states"
+
+
+def test_a_log_without_judged_answers_is_a_clear_error(make_client, tmp_path) -> None:
+    from .test_policy_swap import AdapterBackend
+
+    client = make_client(backend=AdapterBackend(), checkpoint_dir=tmp_path / "ckpt", data_dir=tmp_path / "empty")
+    publish(tmp_path / "ckpt", "answerer", "good")
+    with pytest.raises(InvalidInput, match="no judged answer"):
+        client.evaluate_policy("answerer", "good", on="log")
+    with pytest.raises(InvalidInput, match="AnswerCase"):
+        client.evaluate_policy("answerer", "good", on=["not a state"])

@@ -78,8 +78,11 @@ class AnswererRecipe(Recipe[AnswerState]):
     role = "answerer"
     config: AnswererGRPOConfig
 
-    def __init__(self, config: AnswererGRPOConfig) -> None:
+    def __init__(self, config: AnswererGRPOConfig, *, states: tuple[Sequence[AnswerState], Sequence[AnswerState]] | None = None) -> None:
+        """``states``: (train, validation) to train on instead of LoCoMo's, e.g. an app's judged
+        answers (`memsdk.eval.replay.log_answer_cases`, as `memsdk_training.retrain` does)."""
         super().__init__(config)
+        self.given = states
 
     def published_roles(self) -> dict[str, str | None]:
         assert isinstance(self.data.sampler, AnswererGroups)
@@ -87,8 +90,13 @@ class AnswererRecipe(Recipe[AnswerState]):
 
     def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[AnswerState]:
         cfg = self.config
-        embedder = make_embedder(cfg.embedder)
         answerer = LLMAnswerer(rollouts.backend, PolicyConfig(model=rollouts.model, constrained=False, reask=False))
+        train, val = self.given if self.given is not None else self.states(make_embedder(cfg.embedder))
+        return RecipeData(AnswererGroups(answerer, policy, cfg.metric), train, val)
+
+    def states(self, embedder: Embedder) -> tuple[list[AnswerState], list[AnswerState]]:
+        """Train and validation states: LoCoMo questions over their conversations' turns."""
+        cfg = self.config
         train = list(itertools.islice(answer_states(embedder, cfg.train_ids, k=cfg.answer_k), cfg.max_train_questions))
         val = list(itertools.islice(answer_states(embedder, cfg.val_ids, k=cfg.answer_k), cfg.max_val_questions))
-        return RecipeData(AnswererGroups(answerer, policy, cfg.metric), train, val)
+        return train, val

@@ -1,0 +1,144 @@
+"""Retraining from an app's own traffic, as one command that ends in the release gate.
+
+    memsdk train answerer --from-log DATA_DIR [--steps N] [--config FILE] [--version V]
+    python -m memsdk_training retrain answerer --from-log DATA_DIR ...        (the same)
+
+1. states   the answers the app's users judged with ``client.feedback`` (a gold, or
+            "correct"): the question, the memories it was shown as they stood then, the gold
+            (`memsdk.eval.replay.log_answer_cases`)
+2. split    each state's key hashed with the seed: ``holdout`` of them are never trained on,
+            so the gate judges the candidate on questions it has not seen
+3. train    the answerer recipe (Memory-R1's GRPO, the config file's settings) on the rest,
+            validated on the held-out part; its best adapter is published into the data
+            dir's checkpoints, not promoted
+4. gate     ``client.promote(role, version, on=held_out)``: the candidate serves only if it
+            beats the version serving now on the held-out states; the decision is stored
+            beside the manifest either way, and `memsdk policies` shows it
+
+The client is the app's own (its data dir, its served or in-process model), so the gate
+replays exactly what would serve. Only the answerer is retrained this way: the runtime's gate
+replays the answerer alone so far (README, *The release gate*).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memsdk import GateFailed, InvalidInput, MemoryClient
+from memsdk.eval.replay import AnswerCase, log_answer_cases
+from memsdk.registry import GateConfig, GateDecision
+
+from .recipes.config import AnswererGRPOConfig, PublishSettings, load_config
+
+__all__ = ["Job", "RetrainConfig", "Retrained", "Trainer", "split_states", "retrain", "train_answerer"]
+
+
+
+@dataclass(frozen=True)
+class Job:
+    """One training run: train on ``train``, validate on ``val``, publish ``version`` into
+    ``registry_dir`` (not promoted); ``workdir`` holds its checkpoints, metrics and curves."""
+
+    train: Sequence[AnswerCase]
+    val: Sequence[AnswerCase]
+    version: str
+    registry_dir: Path
+    workdir: Path
+
+
+#: runs a `Job` and says how it went (steps, validation reward before / after)
+Trainer = Callable[[Job], dict[str, Any]]
+
+
+class RetrainConfig(BaseModel):
+    """What the retraining command decides besides the recipe's own settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Literal["answerer"] = "answerer"
+    recipe_config: str | None = Field(None, description="The recipe's YAML/JSON config; None: the packaged configs/answerer_grpo.yaml.")
+    steps: int | None = Field(None, ge=1, description="Overrides the recipe config's steps.")
+    version: str | None = Field(None, description="The published version's name; None: <role>-log-<unix time>.")
+    holdout: float = Field(0.3, gt=0.0, lt=1.0, description="Share of the judged answers kept out of training for the gate.")
+    min_states: int = Field(4, ge=2, description="Fewer judged answers than this is an error: nothing to learn or judge.")
+    seed: int = 0
+    margin: float = Field(0.0, description="The gate's margin: the reward difference's lower bound must exceed it.")
+
+
+@dataclass(frozen=True)
+class Retrained:
+    version: str
+    train_states: int
+    held_out_states: int
+    training: dict[str, Any]
+    decision: GateDecision
+    promoted: bool
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "version": self.version, "promoted": self.promoted, "train_states": self.train_states, "held_out_states": self.held_out_states,
+            "training": self.training, "gate": self.decision.summary(),
+        }  # fmt: skip
+
+
+def split_states(states: Sequence[AnswerCase], holdout: float, seed: int = 0) -> tuple[list[AnswerCase], list[AnswerCase]]:
+    """(train, held out): the ``round(holdout * n)`` states whose seeded key hashes are
+    smallest are held out (at least one, and at least one is left to train on), so the split
+    depends on the states and the seed only, not on their order."""
+
+    def u(case: AnswerCase) -> bytes:
+        return hashlib.sha256(f"{seed}:{case.key}".encode()).digest()
+
+    k = min(len(states) - 1, max(1, round(holdout * len(states))))
+    chosen = {c.key for c in sorted(states, key=u)[:k]}
+    return [c for c in states if c.key not in chosen], [c for c in states if c.key in chosen]
+
+
+def train_answerer(recipe_config: str | None, steps: int | None) -> Trainer:
+    """The answerer recipe as a `Trainer`: GRPO on the given states, its best adapter published."""
+
+    def run(job: Job) -> dict[str, Any]:
+        from .recipes.answerer import AnswererRecipe
+
+        path = recipe_config or str(files("memsdk_training") / "configs" / "answerer_grpo.yaml")
+        config = load_config(path, AnswererGRPOConfig, steps=steps, output_dir=str(job.workdir))
+        config = config.model_copy(update={"publish": PublishSettings(registry_dir=str(job.registry_dir), version=job.version, promote=False)})
+        recipe = AnswererRecipe(config, states=(job.train, job.val))
+        recipe.setup()
+        try:
+            rows = recipe.train()
+        finally:
+            recipe.cleanup()
+        first, last = recipe.evals[0], recipe.evals[-1]
+        return {"steps": len(rows), "val_reward_before": first.get("reward"), "val_reward_after": last.get("reward"), "output_dir": str(job.workdir)}
+
+    return run
+
+
+def retrain(client: MemoryClient, config: RetrainConfig = RetrainConfig(), *, trainer: Trainer | None = None) -> Retrained:
+    """States from ``client``'s log, train, publish, gate (module docstring). A gate that
+    fails promotes nothing and is no error: the result says so, with the decision."""
+    if client.log is None:
+        raise InvalidInput("client", "retraining from the log needs the interaction log (log_interactions=True)")
+    states = log_answer_cases(client.log, client.bank)
+    if len(states) < config.min_states:
+        raise InvalidInput("log", f"holds {len(states)} judged answers, fewer than min_states={config.min_states}: give feedback with a gold (client.feedback) first")
+    train, held = split_states(states, config.holdout, config.seed)
+    version = config.version or f"{config.role}-log-{int(time.time())}"
+    trainer = trainer or train_answerer(config.recipe_config, config.steps)
+    training = trainer(Job(train, held, version, client.registry.root, client.config.data_dir / "training" / version))
+    gate = GateConfig(margin=config.margin, seed=config.seed)
+    try:
+        decision = client.promote(config.role, version, on=held, config=gate)
+        assert decision is not None  # promote gates unless forced
+    except GateFailed as failed:
+        decision = failed.decision
+    return Retrained(version, len(train), len(held), training, decision, decision.passed)
