@@ -56,6 +56,7 @@ class ClientConfig(BaseModel):
     log_interactions: bool = Field(True, description="Record every ingest and answer for training.")
     embedder_threads: int = Field(1, ge=1)
     llm_timeout_s: float = Field(60.0, gt=0)
+    llm_max_concurrency: int = Field(8, ge=1, le=1024, description="Requests one LLM server backend has in flight at once; more wait their turn. vLLM batches the requests in flight, so many concurrent scopes want more.")
     llm_breaker_failures: int | None = Field(5, ge=1, description="After this many requests in a row find an LLM server unreachable, fail at once (so the role's fallback decides) for llm_breaker_cooldown_s; None: never.")
     llm_breaker_cooldown_s: float = Field(30.0, gt=0)
 
@@ -93,6 +94,7 @@ class ClientConfig(BaseModel):
             "llm_api_key": os.environ.get("MEMSDK_LLM_API_KEY"),
             "model": os.environ.get("MEMSDK_MODEL"),
             "policies": os.environ.get("MEMSDK_POLICIES"),
+            "llm_max_concurrency": os.environ.get("MEMSDK_LLM_MAX_CONCURRENCY"),  # a number: validated as one
         }
         env = {k: v for k, v in env.items() if v}
         # MEMSDK_POLICY_<ROLE> names one role's policy ("heuristic", an installed policy's

@@ -31,7 +31,7 @@ from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo, ReadRe
 from memsdk.config import ClientConfig
 from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
 from memsdk.errors import ClientClosed, GateFailed, InvalidInput, PolicyError
-from memsdk.llm.config import CircuitBreaker
+from memsdk.llm.config import CircuitBreaker, Limits
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import BASE_VERSION, ROLES, PolicyRegistry
 from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, Actor, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, utcnow
@@ -159,6 +159,11 @@ class BaseClient(Generic[B]):
         """A circuit breaker for each server backend the client makes (None: turned off)."""
         c = self.config
         return CircuitBreaker(c.llm_breaker_failures, c.llm_breaker_cooldown_s) if c.llm_breaker_failures else None
+
+    def _limits(self) -> Limits:
+        """The cap on one server backend's requests in flight (vLLM batches what is in flight)."""
+        n = self.config.llm_max_concurrency
+        return Limits(max_connections=max(16, n), max_keepalive_connections=max(8, n), max_concurrency=n)
 
     @property
     def _backend(self) -> B | None:

@@ -49,7 +49,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
             from memsdk.llm import Timeout
             from memsdk.llm.openai_compat import AsyncOpenAICompatibleBackend
 
-            return AsyncOpenAICompatibleBackend(endpoint.base_url, model=endpoint.model, api_key=endpoint.api_key, timeout=Timeout.of(endpoint.timeout_s), breaker=self._breaker())
+            return AsyncOpenAICompatibleBackend(endpoint.base_url, model=endpoint.model, api_key=endpoint.api_key, timeout=Timeout.of(endpoint.timeout_s), limits=self._limits(), breaker=self._breaker())
         from memsdk.llm.transformers_backend import AsyncTransformersBackend, TransformersBackend
 
         return AsyncTransformersBackend(TransformersBackend(**in_process_model(endpoint.model, self.config.model), num_threads=1))

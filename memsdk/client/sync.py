@@ -53,7 +53,7 @@ class MemoryClient(BaseClient[LoRABackend]):
             from memsdk.llm import Timeout
             from memsdk.llm.openai_compat import OpenAICompatibleBackend
 
-            return OpenAICompatibleBackend(endpoint.base_url, model=endpoint.model, api_key=endpoint.api_key, timeout=Timeout.of(endpoint.timeout_s), breaker=self._breaker())
+            return OpenAICompatibleBackend(endpoint.base_url, model=endpoint.model, api_key=endpoint.api_key, timeout=Timeout.of(endpoint.timeout_s), limits=self._limits(), breaker=self._breaker())
         from memsdk.llm.transformers_backend import TransformersBackend
 
         return TransformersBackend(**in_process_model(endpoint.model, self.config.model), num_threads=1)
