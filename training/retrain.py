@@ -8,9 +8,11 @@
             (`memsdk.eval.replay.log_answer_cases`)
 2. split    each state's key hashed with the seed: ``holdout`` of them are never trained on,
             so the gate judges the candidate on questions it has not seen
-3. train    the answerer recipe (Memory-R1's GRPO, the config file's settings) on the rest,
-            validated on the held-out part; its best adapter is published into the data
-            dir's checkpoints, not promoted
+3. train    the answerer recipe (Memory-R1's GRPO, the config file's settings) on the rest;
+            its checkpoints are compared on those same training states, never on the
+            held-out ones (choosing the best on the gate's states would bias the gate toward
+            a pass); the best adapter is published into the data dir's checkpoints, not
+            promoted
 4. gate     ``client.promote(role, version, on=held_out)``: the candidate serves only if it
             beats the version serving now on the held-out states; the decision is stored
             beside the manifest either way, and `memsdk policies` shows it
@@ -44,7 +46,7 @@ __all__ = ["Job", "RetrainConfig", "Retrained", "Trainer", "split_states", "retr
 
 @dataclass(frozen=True)
 class Job:
-    """One training run: train on ``train``, validate on ``val``, publish ``version`` into
+    """One training run: train on ``train``, pick the best checkpoint on ``val``, publish ``version`` into
     ``registry_dir`` (not promoted); ``workdir`` holds its checkpoints, metrics and curves."""
 
     train: Sequence[AnswerCase]
@@ -134,7 +136,8 @@ def retrain(client: MemoryClient, config: RetrainConfig = RetrainConfig(), *, tr
     train, held = split_states(states, config.holdout, config.seed)
     version = config.version or f"{config.role}-log-{int(time.time())}"
     trainer = trainer or train_answerer(config.recipe_config, config.steps)
-    training = trainer(Job(train, held, version, client.registry.root, client.config.data_dir / "training" / version))
+    # the held-out states are the gate's alone: the recipe picks its best checkpoint on the training states
+    training = trainer(Job(train, train, version, client.registry.root, client.config.data_dir / "training" / version))
     gate = GateConfig(margin=config.margin, seed=config.seed)
     try:
         decision = client.promote(config.role, version, on=held, config=gate)
