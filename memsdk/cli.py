@@ -114,16 +114,13 @@ def _installed_commands(sub: Any) -> None:
     imports none of them; ``train`` without the package says what to install."""
     from importlib.metadata import entry_points
 
-    names = set()
     for ep in entry_points(group=COMMANDS):
-        if ep.name in names or ep.name in sub.choices:
+        if ep.name in sub.choices:  # the first on sys.path wins, and no package replaces a built-in command
             continue
         try:
             ep.load()(sub)
         except Exception as exc:  # a broken package must not break the other commands
             print(f"memsdk: command {ep.name!r} from {ep.value} is unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
-            continue
-        names.add(ep.name)
     if "train" not in sub.choices:
         p = sub.add_parser("train", help="retrain a policy from logged traffic (needs memsdk[training])")
         p.add_argument("rest", nargs=argparse.REMAINDER)

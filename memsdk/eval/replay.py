@@ -43,7 +43,7 @@ from memsdk.registry.gate import SideResult
 from memsdk.store.memory import InMemoryTransport
 from memsdk.types import Actor, MemoryRecord, Op, Scope, ScoredMemory, Turn, content_hash, utcnow
 
-__all__ = ["AnswerCase", "answer_cases", "locomo_answer_cases", "log_answer_cases", "load_answer_cases", "replay_answerer", "areplay_answerer"]
+__all__ = ["AnswerCase", "answer_cases", "locomo_answer_cases", "log_answer_cases", "judged_gold", "load_answer_cases", "replay_answerer", "areplay_answerer"]
 
 _BUILDER = Actor(role="locomo-builder", version=HeuristicExtractor.version)
 
@@ -75,14 +75,15 @@ def locomo_answer_cases(embedder: Embedder, *, split: str = "val", k: int = 60) 
     return [c for conv in load_locomo() if conv.split == split for c in answer_cases(conv.sample_id, conv.day_stamped_turns(), conv.questions(), embedder, k=k)]
 
 
-def _gold(answer: Trajectory) -> str | None:
-    """The latest judgement's gold: the gold given, else the answer itself when it was called
-    correct; None when the app said only "wrong" (nothing to score against)."""
-    for f in reversed(answer.feedback):
-        if f.gold:
-            return f.gold
-        if f.correct:
-            return str(answer.output.get("answer") or "") or None
+def judged_gold(answer: Trajectory) -> str | None:
+    """The gold an app gave an answer through ``client.feedback``: its last gold, else the
+    answer itself when it was called correct; None when it was only called wrong (nothing to
+    score against). The gate's log states and the manager's log states both read it here."""
+    golds = [f.gold for f in answer.feedback if f.gold]
+    if golds:
+        return golds[-1]
+    if any(f.correct for f in answer.feedback):
+        return str(answer.output.get("answer") or "") or None
     return None
 
 
@@ -94,7 +95,7 @@ def log_answer_cases(log: InteractionLog, bank: MemoryBank, *, scope: Scope | No
     skipped. Keys are ``log/<answer id>``, stable across calls."""
     cases, events = [], {}
     for answer in log.read(scope=scope, kind="answer"):
-        gold = _gold(answer)
+        gold = judged_gold(answer)
         if gold is None:
             continue
         records = {}

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from memsdk.bank import MemoryBank
+from memsdk.eval.replay import judged_gold
 from memsdk.interactions import InteractionLog, Trajectory
 from memsdk.types import Scope, Turn
 
@@ -26,9 +27,8 @@ __all__ = ["log_states"]
 def _linked_qa(answers: list[Trajectory], written: set[str]) -> tuple[QAItem, ...]:
     items = []
     for a in answers:
-        golds: list[str | None] = [f.gold for f in a.feedback if f.gold] or [a.output.get("answer") for f in a.feedback if f.correct]
-        if golds and written & set(a.output.get("evidence", [])) and golds[-1]:
-            items.append(QAItem(question=a.input["question"], answer=golds[-1]))
+        if (gold := judged_gold(a)) and written & set(a.output.get("evidence", [])):
+            items.append(QAItem(question=a.input["question"], answer=gold))
     return tuple(items)
 
 
