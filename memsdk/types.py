@@ -203,6 +203,7 @@ class Op(BaseModel):
     tier: Tier = Field(Tier.SEMANTIC, description="The tier an ADD writes to; other ops act on their target's tier.")
     speaker: Annotated[str, Strict(), AfterValidator(_check_id)] | None = Field(None, description="Who said it (ADD only).")
     occurred_at: datetime | None = Field(None, description="When the content happened, not when it was stored (ADD only).")
+    context: Text | None = Field(None, description="What the content follows, indexed with it and never stored or shown (ADD only): an episodic turn's previous turn.")
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -218,8 +219,8 @@ class Op(BaseModel):
             raise ValueError(f"{self.op} must not carry text")
         if self.expected_version is not None and not needs_target:
             raise ValueError(f"{self.op} has no target version to expect")
-        if self.op is not OpType.ADD and (self.tier is not Tier.SEMANTIC or self.speaker is not None or self.occurred_at is not None):
-            raise ValueError(f"{self.op} must not set tier, speaker or occurred_at: they are fixed when a memory is added")
+        if self.op is not OpType.ADD and (self.tier is not Tier.SEMANTIC or self.speaker is not None or self.occurred_at is not None or self.context is not None):
+            raise ValueError(f"{self.op} must not set tier, speaker, occurred_at or context: they are fixed when a memory is added")
         return self
 
     @classmethod
@@ -266,6 +267,12 @@ class MemoryRecord(BaseModel):
 
     ``occurred_at`` is when the content happened (a turn's timestamp), ``created_at`` when
     the bank stored it. Records stored before tiers existed read back as ``semantic``.
+
+    ``context_hash`` is the content hash of what the record was indexed after (`Op.context`:
+    an episodic turn's previous turn, which may belong to another scope of the conversation).
+    The context's text is embedded and BM25-encoded with the record when it is added and
+    never stored, so no scope holds another's words; the hash lets an erase of the scope that
+    said it find the records it shaped (`MemoryBank.delete_all`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -284,6 +291,7 @@ class MemoryRecord(BaseModel):
     tier: Tier = Tier.SEMANTIC
     speaker: str | None = None
     occurred_at: datetime | None = None
+    context_hash: str | None = None
 
     def render(self, *, resolve_dates: bool = True) -> str:
         """The record as the answerer sees it: an episodic turn with its speaker and date
@@ -295,9 +303,20 @@ class MemoryRecord(BaseModel):
         text = resolve_relative(self.text, self.occurred_at) if resolve_dates else self.text
         if self.tier is not Tier.EPISODIC:
             return text
-        head = self.speaker or "someone"
-        when = self.metadata.get("timestamp") or (self.occurred_at and render_when(self.occurred_at))
-        return f"{head} (on {when}): {text}" if when else f"{head}: {text}"
+        written = self.metadata.get("timestamp")
+        return said(self.speaker, str(written) if written else render_when(self.occurred_at) if self.occurred_at else None, text)
+
+    def index_text(self, context: str | None = None) -> str:
+        """What the bank embeds and BM25-encodes: the record as rendered without resolved
+        dates (the added dates cost retrieval), after ``context`` when it was added with one."""
+        shown = self.render(resolve_dates=False)
+        return f"{context}\n{shown}" if context else shown
+
+
+def said(speaker: str | None, when: str | None, text: str) -> str:
+    """A turn as the answerer reads it: ``Caroline (on 8 May 2023): ...``."""
+    head = speaker or "someone"
+    return f"{head} (on {when}): {text}" if when else f"{head}: {text}"
 
 
 class HistoryEvent(BaseModel):

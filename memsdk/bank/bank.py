@@ -41,8 +41,8 @@ from memsdk.bank.transition import BankLimits, Transition, plan, plan_restore
 from memsdk.embedding.base import Embedder
 from memsdk.embedding.bm25 import Bm25Encoder
 from memsdk.errors import Conflict, EmbedderError, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
-from memsdk.store.base import Point, StoreTransport
-from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, check_text, utcnow
+from memsdk.store.base import Point, StoreTransport, Where
+from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, check_text, content_hash, utcnow
 
 if TYPE_CHECKING:
     from memsdk.bank.snapshot import BankSnapshot
@@ -209,7 +209,9 @@ class MemoryBank:
             state = {uuid.UUID(pid): codec.decode_record(p) for pid, p in current.items()}
             transition = plan(state, ops, scope=scope, actor=actor, now=self._clock(), seq=self._next_seq(), limits=self.limits)
             vectors = {pid: p.vector for pid, p in current.items()}
-            self._commit(transition, vectors)
+            # a context is indexed with the record it came with and stored nowhere
+            contexts = {c.after.id: ops[c.index].context for c in transition.changes if c.op is OpType.ADD and c.after is not None and ops[c.index].context}
+            self._commit(transition, vectors, contexts)
         return transition
 
     def restore(self, scope: ScopeLike, memory_id: uuid.UUID | str, *, actor: Actor = API_ACTOR) -> MemoryRecord:
@@ -270,21 +272,25 @@ class MemoryBank:
         with self._seq_lock:
             self._seq = max([self._seq, *seqs])
 
-    def _commit(self, transition: Transition, vectors: dict[str, np.ndarray | None]) -> None:
-        # only new text needs a new vector; a delete or restore keeps the stored one
+    def _commit(self, transition: Transition, vectors: dict[str, np.ndarray | None], contexts: dict[uuid.UUID, str | None] | None = None) -> None:
+        # only new text needs a new vector; a delete or restore keeps the stored one (its
+        # context included; the BM25 half is encoded afresh, from the record's own words)
         reembed = {str(e.memory_id) for e in transition.events if e.event in (EventType.ADD, EventType.UPDATE)}
-        points = self._record_points(transition.records, {pid: v for pid, v in vectors.items() if pid not in reembed})
+        points = self._record_points(transition.records, {pid: v for pid, v in vectors.items() if pid not in reembed}, contexts)
         points += [codec.event_point(e) for e in transition.events]
         with self._store_lock:
             self.transport.upsert(points)  # one engine operation: records and their history together
         self._advance_seq(e.seq for e in transition.events[-1:])
 
-    def _record_points(self, records: Sequence[MemoryRecord], vectors: dict[str, np.ndarray | None] | None = None) -> list[Point]:
-        """``records`` as store points, indexed the way every search expects: the record
-        rendered without resolved dates, embedded and BM25-encoded. A record whose id is in
-        ``vectors`` keeps that vector instead of being embedded again."""
-        vectors = dict(vectors or {})
-        indexed = {r.id: r.render(resolve_dates=False) for r in records}
+    def _record_points(
+        self, records: Sequence[MemoryRecord], vectors: dict[str, np.ndarray | None] | None = None, contexts: dict[uuid.UUID, str | None] | None = None
+    ) -> list[Point]:
+        """``records`` as store points, indexed the way every search expects: the record's
+        `index_text` (rendered without resolved dates, after its context in ``contexts``, if
+        any), embedded and BM25-encoded. A record whose id is in ``vectors`` keeps that vector
+        instead of being embedded again."""
+        vectors, contexts = dict(vectors or {}), contexts or {}
+        indexed = {r.id: r.index_text(contexts.get(r.id)) for r in records}
         fresh = [r for r in records if str(r.id) not in vectors]
         vectors |= {str(r.id): v for r, v in zip(fresh, self._embed([indexed[r.id] for r in fresh]))}
         # BM25 costs microseconds, so every written record gets its sparse vector afresh
@@ -299,15 +305,36 @@ class MemoryBank:
         return vectors
 
     def delete_all(self, scope: ScopeLike) -> int:
-        """Erase a scope for good: records, history, and their bytes on disk. Returns the record count."""
+        """Erase a scope for good: records, history, and their bytes on disk. Returns the record count.
+
+        The scope's turns also leave the indexes they shaped: an episodic turn of another scope
+        of the same conversation (same ``run_id``) that was indexed after one of them (its
+        ``context_hash`` names it) is indexed again from its own words, first, so a kill at
+        any point leaves the scope whole or gone, and a retry finishes."""
         scope = as_scope(scope)
         # every stripe, not just this scope's: the purge copies the whole shard and swaps it,
         # which must not happen under another scope's read-plan-write cycle
         with self._writing_all(), self._store_lock:
             n = self.transport.count(codec.memories(scope))
+            self._unquote(scope)
             self.transport.delete(codec.scope_points(scope))  # one operation: a crash leaves all or none
             self.transport.purge()
         return n
+
+    def _unquote(self, scope: Scope) -> None:
+        """Drop ``scope``'s turns from the contexts of its conversation's other scopes."""
+        if scope.run_id is None:  # a context comes from the same conversation: here, the scope itself
+            return
+        said = {content_hash(r.render(resolve_dates=False)) for r in self._scroll_records(codec.memories(scope, tier=Tier.EPISODIC.value))}
+        if not said:
+            return
+        siblings = [s for k in self.transport.scope_keys(MAX_SCOPES_LIMIT, include_deleted=True) if (s := _scope_of_key(k)).run_id == scope.run_id and s != scope]
+        quoting = [r for s in siblings for r in self._scroll_records(codec.memories(s, tier=Tier.EPISODIC.value)) if r.context_hash in said]
+        if quoting:  # indexed again from their own words; no history event: events never held it
+            self.transport.upsert(self._record_points([r.model_copy(update={"context_hash": None}) for r in quoting]))
+
+    def _scroll_records(self, where: Where) -> Iterator[MemoryRecord]:
+        return (codec.decode_record(p) for p in self.transport.scroll(where))
 
     erase = delete_all
 

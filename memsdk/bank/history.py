@@ -23,14 +23,15 @@ __all__ = ["next_version", "versions", "replay", "events_until", "history_violat
 
 
 def _added(event: HistoryEvent, current: MemoryRecord | None) -> MemoryRecord:
-    """Version 1 of a memory, from its ADD event; metadata, source turns, speaker and the
-    time it happened come from ``current`` because events do not carry them."""
+    """Version 1 of a memory, from its ADD event; metadata, source turns, speaker, the time it
+    happened and its context's hash come from ``current`` because events do not carry them."""
     text = event.after or (current.text if current else "")
     return MemoryRecord(
         id=event.memory_id, text=text, scope=event.scope, created_at=event.at, updated_at=event.at, version=event.version,
         source_turn_ids=current.source_turn_ids if current else (), metadata=current.metadata if current else {},
         content_hash=content_hash(text), tier=event.tier,
         speaker=current.speaker if current else None, occurred_at=current.occurred_at if current else None,
+        context_hash=current.context_hash if current else None,
     )
 
 
@@ -38,7 +39,7 @@ def next_version(prev: MemoryRecord | None, event: HistoryEvent, current: Memory
     """The record as ``event`` leaves it, given the version before it (None before its ADD).
 
     ``current`` is the record as stored today, the only source of what events do not carry
-    (metadata, source turns, speaker, ``occurred_at``). A DELETE keeps the text it hid, so a
+    (metadata, source turns, speaker, ``occurred_at``, ``context_hash``). A DELETE keeps the text it hid, so a
     RESTORE without text brings it back.
     """
     if event.event is EventType.ADD or prev is None:

@@ -103,8 +103,9 @@ class Transition:
 
 
 def _check_limits(i: int, op: Op, limits: BankLimits) -> None:
-    if op.text is not None and len(op.text) > limits.max_text_chars:
-        raise InvalidInput(f"ops[{i}].text", f"is {len(op.text)} characters, the limit is {limits.max_text_chars}")
+    for name in ("text", "context"):
+        if (value := getattr(op, name)) is not None and len(value) > limits.max_text_chars:
+            raise InvalidInput(f"ops[{i}].{name}", f"is {len(value)} characters, the limit is {limits.max_text_chars}")
     size = len(json.dumps(op.metadata, ensure_ascii=False).encode())
     if size > limits.max_metadata_bytes:
         raise InvalidInput(f"ops[{i}].metadata", f"is {size} bytes as JSON, the limit is {limits.max_metadata_bytes}")
@@ -179,6 +180,7 @@ class _Planner:
             tier=op.tier,
             speaker=op.speaker,
             occurred_at=op.occurred_at,
+            context_hash=content_hash(op.context) if op.context else None,
         )
         return Change(i, op.op, None, record, self.event(EventType.ADD, None, record))
 

@@ -186,7 +186,7 @@ class BaseClient(Generic[B]):
         """The pipeline one turn goes through: Mem-alpha's writer when it is on, else the
         extractor and the manager (Memory-R1)."""
         if active.writer is not None:
-            return write_steps([turn], scope, active.writer, self.config.related_k, version=active.versions["writer"])
+            return write_steps([turn], scope, active.writer, self.config.related_k, version=active.versions["writer"], context=context)
         return ingest_steps(turn, context, scope, active, self.config.related_k, episodic=self.config.tiers)
 
     # -- the release gate (shared by the twins: no I/O here) ------------------------------------
@@ -196,7 +196,7 @@ class BaseClient(Generic[B]):
         """The published checkpoints, their gate decisions and the promotion audit trail."""
         return self._policies.registry
 
-    def _gate_cases(self, role: str, on: GateStates, k: int) -> list[Any]:
+    def _gate_cases(self, role: str, on: GateStates, k: int | None) -> list[Any]:
         from memsdk.eval.replay import AnswerCase, load_answer_cases, locomo_answer_cases, log_answer_cases
 
         if role != "answerer":
@@ -206,7 +206,7 @@ class BaseClient(Generic[B]):
                 raise InvalidInput("on", "expected a non-empty sequence of AnswerCase states")
             return list(on)
         if str(on) == "locomo-val":
-            return locomo_answer_cases(self._embedder, split="val", k=k)
+            return locomo_answer_cases(self._embedder, split="val", k=k or self.config.answer_k)
         if str(on) == "log":
             if self.log is None:
                 raise InvalidInput("on", "'log' needs the interaction log, which this client does not keep (log_interactions=False)")

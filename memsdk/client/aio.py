@@ -204,7 +204,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         await self._load(switch)
         self._policies.commit(switch, rollback=True)
 
-    async def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: GateStates = "locomo-val", config: GateConfig = GateConfig(), k: int = 60) -> GateDecision:
+    async def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: GateStates = "locomo-val", config: GateConfig = GateConfig(), k: int | None = None) -> GateDecision:
         self._check_open()
         from memsdk.eval.replay import areplay_answerer  # memsdk.eval imports the clients
 

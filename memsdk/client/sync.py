@@ -220,11 +220,12 @@ class MemoryClient(BaseClient[LoRABackend]):
         self._load(switch)
         self._policies.commit(switch, rollback=True)
 
-    def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: GateStates = "locomo-val", config: GateConfig = GateConfig(), k: int = 60) -> GateDecision:
+    def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: GateStates = "locomo-val", config: GateConfig = GateConfig(), k: int | None = None) -> GateDecision:
         """The release gate's comparison: ``version`` and the incumbent (``against``, default
         the version serving now) replay the same states (``on``: ``"locomo-val"``, ``"log"`` for the
         app's own judged answers, a JSONL file, or a list of `AnswerCase`; see `memsdk.eval.replay`); the paired decision is recorded beside the
-        candidate's manifest and returned. Nothing is switched."""
+        candidate's manifest and returned. Nothing is switched. ``k``: memories per ``locomo-val``
+        state, by default the client's ``answer_k`` (what an answer is shown when it serves)."""
         self._check_open()
         from memsdk.eval.replay import replay_answerer  # memsdk.eval imports the clients
 

@@ -114,9 +114,15 @@ def _turn(raw: dict[str, Any], date_time: str) -> Turn:
     return Turn(speaker=raw["speaker"], text=text, timestamp=date_time, turn_id=raw["dia_id"])
 
 
-@lru_cache(maxsize=4)
 def load_locomo(path: str | None = None) -> tuple[LocomoConversation, ...]:
-    data = json.loads(Path(path or locomo_path()).read_text(encoding="utf-8"))
+    # the path is resolved on every call, the file parsed once per path: MEMSDK_LOCOMO
+    # pointed elsewhere (or nowhere) later is obeyed, not answered from the first load
+    return _parse(str(path or locomo_path()))
+
+
+@lru_cache(maxsize=4)
+def _parse(path: str) -> tuple[LocomoConversation, ...]:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
     conversations = []
     for sample in data:
         conv = sample["conversation"]

@@ -162,9 +162,10 @@ class StoreTransport(Protocol):
         """Which of these ids exist in any scope (ids only, never content)."""
         ...
 
-    def scope_keys(self, limit: int) -> list[str]:
-        """Up to ``limit`` scope keys that hold a live memory, the fullest first: a facet
-        over the indexed ``scope_key`` field, so no payload is read."""
+    def scope_keys(self, limit: int, *, include_deleted: bool = False) -> list[str]:
+        """Up to ``limit`` scope keys that hold a live memory (any memory, with
+        ``include_deleted``), the fullest first: a facet over the indexed ``scope_key``
+        field, so no payload is read."""
         ...
 
     def purge(self) -> None:

@@ -300,8 +300,11 @@ class EdgeTransport:
         found = self._shard.retrieve(wanted, with_payload=False, with_vector=False)
         return {str(r.id) for r in found}
 
-    def scope_keys(self, limit: int) -> list[str]:
-        live = qe.Filter(must=[qe.FieldCondition(key="kind", match=qe.MatchValue("memory")), qe.FieldCondition(key="state", match=qe.MatchValue("live"))])
+    def scope_keys(self, limit: int, *, include_deleted: bool = False) -> list[str]:
+        held: list[Any] = [qe.FieldCondition(key="kind", match=qe.MatchValue("memory"))]
+        if not include_deleted:
+            held.append(qe.FieldCondition(key="state", match=qe.MatchValue("live")))
+        live = qe.Filter(must=held)
         try:
             # exact: an estimated count could keep a scope whose memories are all deleted
             found = self._shard.facet(qe.FacetRequest("scope_key", limit=limit, exact=True, filter=live))

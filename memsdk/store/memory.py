@@ -69,8 +69,9 @@ class InMemoryTransport:
     def existing_ids(self, ids: Iterable[str]) -> set[str]:
         return {i for i in ids if i in self._points}
 
-    def scope_keys(self, limit: int) -> list[str]:
-        held = Counter(p.payload["scope_key"] for p in self._points.values() if p.payload.get("kind") == "memory" and p.payload.get("state") == "live")
+    def scope_keys(self, limit: int, *, include_deleted: bool = False) -> list[str]:
+        memories = (p for p in self._points.values() if p.payload.get("kind") == "memory")
+        held = Counter(p.payload["scope_key"] for p in memories if include_deleted or p.payload.get("state") == "live")
         return [key for key, _ in held.most_common(limit)]
 
     def purge(self) -> None:

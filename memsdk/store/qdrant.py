@@ -197,9 +197,12 @@ class QdrantClientTransport:
         found = self._call(self._client.retrieve, self.collection, ids, with_payload=False, with_vectors=False)
         return {str(r.id) for r in found}
 
-    def scope_keys(self, limit: int) -> list[str]:
+    def scope_keys(self, limit: int, *, include_deleted: bool = False) -> list[str]:
         m = self._m
-        live = m.Filter(must=[m.FieldCondition(key="kind", match=m.MatchValue(value="memory")), m.FieldCondition(key="state", match=m.MatchValue(value="live"))])
+        held: list[Any] = [m.FieldCondition(key="kind", match=m.MatchValue(value="memory"))]
+        if not include_deleted:
+            held.append(m.FieldCondition(key="state", match=m.MatchValue(value="live")))
+        live = m.Filter(must=held)
         # exact: an estimated count could keep a scope whose memories are all deleted
         found = self._call(self._client.facet, self.collection, "scope_key", facet_filter=live, limit=limit, exact=True)
         return [str(hit.value) for hit in found.hits]

@@ -162,6 +162,7 @@ def test_scopes_lists_the_scopes_holding_a_live_memory(bank: MemoryBank, alice: 
     assert bank.scopes() == everyone
     bank.apply(bob, [Op.delete(moved)])  # only soft-deleted memories (and their history) left
     assert bank.scopes() == [s for s in everyone if s != bob]
+    assert sorted(bank.transport.scope_keys(10, include_deleted=True)) == sorted(s.key for s in everyone)  # what an erase must look through
     bank.restore(bob, moved)
     assert bank.scopes() == everyone
     bank.delete_all(alice)
@@ -169,6 +170,22 @@ def test_scopes_lists_the_scopes_holding_a_live_memory(bank: MemoryBank, alice: 
     with pytest.raises(InvalidInput) as err:  # never a silently partial list
         bank.scopes(limit=2)
     assert err.value.field == "limit"
+
+
+def test_delete_all_unquotes_the_scope_from_its_conversations_other_scopes(bank: MemoryBank) -> None:
+    ann, ben, elsewhere = Scope(user_id="ann", run_id="c1"), Scope(user_id="ben", run_id="c1"), Scope(user_id="cy", run_id="c2")
+    ingest = Actor(role="ingest")
+    (asked,) = bank.apply(ann, [Op.add("Where is the secret key?", tier="episodic", speaker="Ann")], actor=ingest).records
+    quote = asked.render(resolve_dates=False)
+    (reply,) = bank.apply(ben, [Op.add("Under the mat", tier="episodic", speaker="Ben", context=quote)], actor=ingest).records
+    (gone,) = bank.apply(ben, [Op.add("Behind the door", tier="episodic", speaker="Ben", context=quote)], actor=ingest).records
+    bank.apply(ben, [Op.delete(gone.id)])  # soft-deleted records are unquoted too: they are still on disk
+    (other,) = bank.apply(elsewhere, [Op.add("Same words", tier="episodic", speaker="Cy", context=quote)], actor=ingest).records
+    assert reply.context_hash == content_hash(quote) and "secret" not in reply.model_dump_json()  # indexed by, never holding, Ann's words
+    bank.delete_all(ann)
+    assert bank.get(ben, reply.id).context_hash is None and bank.get(ben, gone.id, include_deleted=True).context_hash is None
+    assert bank.get(ben, reply.id).text == "Under the mat" and bank.get(ben, reply.id).version == 1
+    assert bank.get(elsewhere, other.id).context_hash == content_hash(quote)  # another conversation never quoted Ann
 
 
 def test_delete_all_erases_records_and_history(factory: BankFactory, alice: Scope, bob: Scope) -> None:

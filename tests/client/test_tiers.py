@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from memsdk import Actor, Conflict, InvalidInput, Op
+from memsdk import Actor, Conflict, InvalidInput, Op, Scope
+from memsdk.types import content_hash
+from memsdk.client.pipeline import named_scope
 from memsdk.policies.answerer import UNKNOWN
 
 from ..policies.conftest import ScriptedBackend
@@ -142,3 +144,48 @@ def test_a_stored_fact_names_the_turn_that_said_it_and_an_invented_one_is_not_st
     [fact] = client.list(scope=SAM, tier="semantic")
     assert fact.source_turn_ids == ("D1:2",)  # not D1:3, the turn being ingested
     assert len(client.list(scope=SAM, tier="episodic")) == 3  # the turn itself is kept
+
+
+def test_a_turn_is_indexed_after_the_turn_it_follows_and_shown_alone(make_client, tmp_path) -> None:
+    """A reply is found by the words of what it answers (its context: the conversation's
+    previous turn, from whichever scope), which no scope stores or shows; a turn after a gap
+    starts afresh; erasing the scope that said the context takes it out of the index."""
+    client = make_client()
+    mel, car = {"user_id": "melanie", "run_id": "c1"}, {"user_id": "caroline", "run_id": "c1"}
+    client.ingest({"speaker": "Caroline", "text": "I had pizza with my family", "timestamp": "8 May 2023"}, scope=car)
+    asked = client.ingest({"speaker": "Melanie", "text": "How was the support group on Tuesday?", "timestamp": "8 May 2023"}, scope=mel).episodic_id
+    reply = client.get(client.ingest({"speaker": "Caroline", "text": "It was so powerful, I cried", "timestamp": "8 May 2023"}, scope=car).episodic_id, scope=car)
+    later = client.get(client.ingest({"speaker": "Caroline", "text": "Morning! Painting today", "timestamp": "12 May 2023"}, scope=car).episodic_id, scope=car)
+    assert reply.context_hash == content_hash(client.get(asked, scope=mel).render(resolve_dates=False))
+    assert later.context_hash is None  # four days on: a new session does not continue the last one
+    assert "support" not in reply.model_dump_json() and reply.render() == "Caroline (on 8 May 2023): It was so powerful, I cried"
+    [top, *_] = client.search("the support group", scope=car, tier="episodic", hybrid=True)
+    assert top.record.id == reply.id  # first in both the dense and the BM25 ranking
+    assert client.bank.as_of(car, client.history(scope=car)[-1].at).fork(client.bank.embedder).get(car, reply.id).context_hash == reply.context_hash
+    client.erase(scope=mel)
+    assert client.get(reply.id, scope=car).context_hash is None
+    after = next(h for h in client.search("the support group", scope=car, tier="episodic", hybrid=True) if h.record.id == reply.id)
+    assert after.score < top.score  # no BM25 match left: nothing of Melanie's words is in Caroline's index
+    with pytest.raises(ValueError, match="fixed when a memory is added"):
+        Op.update(reply.id, "x", context="y")
+
+
+def test_a_question_naming_one_scope_draws_most_of_its_memories_from_it(make_client) -> None:
+    client = make_client(answer_k=12)
+    mel, car = {"user_id": "Melanie", "run_id": "c1"}, {"user_id": "Caroline", "run_id": "c1"}
+    for i in range(12):
+        client.bank.apply(car, [Op.add(f"Caroline went hiking in the hills, trip {i}", tier="episodic", speaker="Caroline")], actor=Actor(role="ingest"))
+        client.bank.apply(mel, [Op.add(f"Melanie went hiking by the lake, trip {i}", tier="episodic", speaker="Melanie")], actor=Actor(role="ingest"))
+    def owners(question: str) -> list[str]:
+        return [h.record.scope.user_id for h in client.retrieve(question, scope=[car, mel])]
+    assert owners("Where did Caroline go hiking?").count("Caroline") == 8  # 2/3 of the 12
+    assert owners("Where did they go hiking?").count("Caroline") == 6  # nobody named: half each
+    assert owners("Did Caroline and Melanie go hiking?").count("Caroline") == 6  # both named: half each
+
+
+def test_named_scope_is_the_one_scope_a_question_names_as_a_word() -> None:
+    car, mel = Scope(user_id="Caroline", run_id="c1"), Scope(user_id="melanie", agent_id="coach")
+    assert named_scope("what did CAROLINE research?", [car, mel]) == car  # case-insensitive
+    assert named_scope("What did the coach say?", [car, mel]) == mel  # an agent id counts too
+    assert named_scope("Who is Carolines friend?", [car, mel]) is None  # a whole word, not a prefix
+    assert named_scope("Did Caroline meet Melanie?", [car, mel]) is None and named_scope("Caroline?", [car]) is None
