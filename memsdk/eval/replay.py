@@ -4,9 +4,11 @@ An answerer state is (question, the memories shown, the gold answer). Its memori
 frozen when the states are built, so two versions are shown exactly the same thing and the
 reward difference is the policy's alone. Sources:
 
-- ``locomo-val``: LoCoMo's validation conversation (conv-30): every turn one memory (the
-  heuristic extractor's rendering, as the answerer's trainer builds its states), the top
-  ``k`` for each scored question through `MemoryBank.search`;
+- ``locomo-val``: LoCoMo's validation conversation (conv-30) ingested turn by turn through a
+  heuristic `MemoryClient` (tiers and hybrid retrieval on, one scope per speaker, as
+  ``memsdk eval locomo`` builds it), then for each scored question what the answer path
+  shows (`MemoryClient.retrieve`, ``k`` memories): the answerer's trainer builds its states
+  the same way, so a policy is trained and gated on what it is shown when it serves;
 - ``log``: the app's own judged answers (`log_answer_cases`): each answer that got a gold
   (or a "correct" verdict) through ``client.feedback``, with the memories it was shown as they
   stood when it was asked, rebuilt from the bank's history;
@@ -20,9 +22,10 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,18 +37,15 @@ from memsdk.bank.history import events_until, replay
 from memsdk.datasets.locomo import load_locomo
 from memsdk.embedding.base import Embedder
 from memsdk.errors import InvalidInput
-from memsdk.eval.scoring import token_f1
+from memsdk.eval.scoring import bleu1, evidence_ids, exact_match, token_f1
 from memsdk.interactions import InteractionLog, Trajectory
-from memsdk.policies import Answer, Answerer, HeuristicExtractor
+from memsdk.policies import Answer, Answerer
 from memsdk.client.pipeline import decided
 from memsdk.policies.base import arun, run
 from memsdk.registry.gate import SideResult
-from memsdk.store.memory import InMemoryTransport
-from memsdk.types import Actor, MemoryRecord, Op, Scope, ScoredMemory, Turn, content_hash, utcnow
+from memsdk.types import MemoryRecord, Scope, ScoredMemory, Turn, content_hash, utcnow
 
 __all__ = ["AnswerCase", "answer_cases", "locomo_answer_cases", "log_answer_cases", "judged_gold", "load_answer_cases", "replay_answerer", "areplay_answerer"]
-
-_BUILDER = Actor(role="locomo-builder", version=HeuristicExtractor.version)
 
 
 @dataclass(frozen=True)
@@ -54,20 +54,29 @@ class AnswerCase:
     question: str
     memories: tuple[ScoredMemory, ...]
     gold: str
+    #: the turn ids the gold rests on (LoCoMo's evidence), when known: a teacher cites them
+    evidence: frozenset[str] = frozenset()
 
 
-def answer_cases(key: str, turns: Sequence[Turn], questions: Sequence[Any], embedder: Embedder, *, k: int) -> Iterator[AnswerCase]:
-    """Every turn in one bank (one memory each), then each question (``.question``,
-    ``.answer``) with its top-k memories. The answerer's trainer builds its states with it."""
-    extractor = HeuristicExtractor(min_words=1)
-    scope = Scope(user_id="locomo", run_id=key)
-    bank = MemoryBank(InMemoryTransport(embedder.dim), embedder)
-    ops = [Op.add(f, source_turn_ids=(t.turn_id or "",)) for t in turns for f in extractor.extract(t).facts]
-    step = bank.limits.max_ops_per_batch
-    for start in range(0, len(ops), step):
-        bank.apply(scope, ops[start : start + step], actor=_BUILDER)
-    for i, qa in enumerate(questions):
-        yield AnswerCase(f"{key}/q{i}", qa.question, tuple(bank.search(scope, qa.question, limit=k)), str(qa.answer))
+def answer_cases(key: str, turns: Sequence[Turn], questions: Sequence[Any], embedder: Embedder, *, k: int) -> list[AnswerCase]:
+    """The turns ingested in order through a heuristic client (no LLM; tiers and hybrid
+    retrieval on; one scope per speaker, sharing ``key`` as their run), then each question
+    (``.question``, ``.answer``, optionally ``.evidence``) with the ``k`` memories the answer
+    path shows for it. The answerer's trainer and the gate's ``locomo-val`` build their states
+    with it: a policy learns on, and is judged on, what it will be shown."""
+    from memsdk.client import MemoryClient  # the client imports this module for its gate
+
+    scopes = {t.speaker: Scope(user_id=t.speaker, run_id=key) for t in turns}
+    cases = []
+    with tempfile.TemporaryDirectory(prefix="memsdk-cases-") as tmp, MemoryClient(
+        data_dir=tmp, embedder=embedder, policies="heuristic", answer_k=k, log_interactions=False
+    ) as client:  # fmt: skip
+        for turn in turns:
+            client.ingest(turn, scope=scopes[turn.speaker])
+        for i, qa in enumerate(questions):
+            shown = tuple(client.retrieve(qa.question, scope=list(scopes.values())))
+            cases.append(AnswerCase(f"{key}/q{i}", qa.question, shown, str(qa.answer), evidence_ids(getattr(qa, "evidence", ()))))
+    return cases
 
 
 def locomo_answer_cases(embedder: Embedder, *, split: str = "val", k: int = 60) -> list[AnswerCase]:
@@ -144,10 +153,12 @@ def load_answer_cases(path: str | os.PathLike[str]) -> list[AnswerCase]:
 def _side(version: str, cases: Sequence[AnswerCase], answers: Sequence[Answer], latencies: Sequence[float]) -> SideResult:
     n = max(1, len(cases))
     calls = [a.calls for a in answers]
+    pairs = list(zip(answers, cases))
     return SideResult(
         version=version,
-        rewards=[token_f1(a.text, c.gold) for a, c in zip(answers, cases)],
+        rewards=[token_f1(a.text, c.gold) for a, c in pairs],
         guards={"parse_failure_rate": sum(any(c.parsed is None for c in cs) for cs in calls) / n},
+        metrics={"em": sum(exact_match(a.text, c.gold) for a, c in pairs) / n, "bleu1": sum(bleu1(a.text, c.gold) for a, c in pairs) / n},
         latency_p50_s=float(np.percentile(latencies, 50)) if latencies else 0.0,
         latency_p95_s=float(np.percentile(latencies, 95)) if latencies else 0.0,
         prompt_tokens=sum(c.prompt_tokens for cs in calls for c in cs) / n,

@@ -75,6 +75,8 @@ class SideResult(BaseModel):
     version: str
     rewards: list[float]
     guards: dict[str, float] = Field(default_factory=dict)
+    #: reported beside the reward, never gated on (an answerer's EM and BLEU-1 beside its F1)
+    metrics: dict[str, float] = Field(default_factory=dict)
     latency_p50_s: float = 0.0
     latency_p95_s: float = 0.0
     prompt_tokens: float = 0.0  # per state

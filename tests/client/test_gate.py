@@ -41,6 +41,7 @@ def test_a_better_version_passes_is_recorded_and_serves(gated) -> None:
     assert decision is not None and decision.passed
     assert (decision.paired.wins, decision.paired.ties, decision.paired.losses) == (12, 0, 0)
     assert decision.candidate.mean == 1.0 and decision.incumbent.version == "base"
+    assert decision.candidate.metrics == {"em": 1.0, "bleu1": 1.0} and decision.incumbent.metrics == {"em": 0.0, "bleu1": 0.0}  # reported beside F1
     assert client.policies["answerer"].version == "good"
     assert client.registry.decision("answerer", "good") == decision  # beside the manifest
     [trail] = client.registry.promotions("answerer")

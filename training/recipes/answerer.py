@@ -3,10 +3,12 @@
     state   a LoCoMo question, the k memories retrieval returns for it (Memory-R1: 60), its gold
     reply   the answerer's JSON {"evidence": [...], "answer": "..."}, sampled n times
     reward  EM or token F1 of the parsed answer against the gold (unparseable -> "unknown")
+    warm    optional SFT on the golds first (``warm_start_steps``; `warm_start.answer_examples`)
 
-The memory a question is answered from is the conversation's turns, one memory per turn as
-the heuristic extractor renders it (the same rendering `locomo_states` builds manager
-states with), searched through `MemoryBank.search` as the client does. The answerer is the
+The memories a question is answered from are what the client's answer path shows for it
+after the conversation was ingested with no LLM (`memsdk.eval.replay.answer_cases`: every
+turn in the episodic tier with its speaker and date, the heuristic facts, hybrid retrieval),
+so the policy learns on what it is shown when it serves. The answerer is the
 runtime's `LLMAnswerer` on the training backend, so the published adapter runs with the
 prompt it was trained on. Trained separately from the manager, as in the paper.
 
@@ -25,13 +27,14 @@ from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.policies import UNKNOWN, LLMAnswerer, PolicyConfig
 
 from ..env import conversation, locomo_qa, locomo_sessions
-from ..rewards import QA_METRICS, exact_match, token_f1
+from ..rewards import QA_METRICS, bleu1, exact_match, token_f1
 from .config import AnswererGRPOConfig
 from .loop import Recipe, RecipeData
 from .manager import make_embedder
 from .policy import Policy
 from .rollouts import RolloutEngine
 from .samples import Sampled, SampledGroup
+from .warm_start import TeacherExample, answer_examples
 
 __all__ = ["AnswerState", "answer_states", "AnswererGroups", "AnswererRecipe"]
 
@@ -40,7 +43,8 @@ AnswerState = AnswerCase
 
 
 def answer_states(embedder: Embedder, sample_ids: Sequence[str], *, k: int) -> Iterator[AnswerState]:
-    """Per conversation: every turn in one bank, then each scored question with its top-k memories."""
+    """Per conversation: its turns ingested by the heuristic client, then each scored question
+    with the k memories the answer path shows (`memsdk.eval.replay.answer_cases`)."""
     for sample_id in sample_ids:
         conv = conversation(sample_id)
         yield from answer_cases(sample_id, [t for _, turns in locomo_sessions(conv) for t in turns], locomo_qa(conv), embedder, k=k)
@@ -69,9 +73,8 @@ class AnswererGroups:
     def evaluate(self, states: Sequence[AnswerState]) -> dict[str, float]:
         answers = [self.answerer.answer(s.question, s.memories).text for s in states]  # the policy's greedy default
         n = max(1, len(states))
-        f1 = sum(token_f1(a, s.gold) for a, s in zip(answers, states)) / n
-        em = sum(exact_match(a, s.gold) for a, s in zip(answers, states)) / n
-        return {"reward": f1 if self.score is token_f1 else em, "answer_f1": f1, "answer_em": em, "unknown_rate": sum(a == UNKNOWN for a in answers) / n}
+        f1, em, bleu = (sum(metric(a, s.gold) for a, s in zip(answers, states)) / n for metric in (token_f1, exact_match, bleu1))
+        return {"reward": f1 if self.score is token_f1 else em, "answer_f1": f1, "answer_em": em, "answer_bleu1": bleu, "unknown_rate": sum(a == UNKNOWN for a in answers) / n}
 
 
 class AnswererRecipe(Recipe[AnswerState]):
@@ -87,6 +90,11 @@ class AnswererRecipe(Recipe[AnswerState]):
     def published_roles(self) -> dict[str, str | None]:
         assert isinstance(self.data.sampler, AnswererGroups)
         return {self.role: self.data.sampler.answerer.caller.prompt.id}
+
+    def warm_start_examples(self) -> list[TeacherExample]:
+        """The gold answers of the training states, as the JSON the answerer writes."""
+        assert isinstance(self.data.sampler, AnswererGroups)
+        return answer_examples(self.data.sampler.answerer, self.data.train, self.policy.render)
 
     def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[AnswerState]:
         cfg = self.config

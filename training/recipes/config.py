@@ -90,6 +90,14 @@ class RecipeConfig(_Config):
     entropy_coef: float = Field(0.0, ge=0.0)
     scale_by_std: bool = Field(True, description="GRPO (True) or Dr.GRPO (False, no std division).")
     drop_zero_variance: bool = Field(True, description="DAPO dynamic sampling: groups with equal rewards carry no signal.")
+    # -- supervised warm start (`recipes.warm_start`), once, before RL ---------------------------
+    warm_start_steps: int = Field(
+        0, ge=0, description="SFT steps on the recipe's teacher replies before RL (0: none; the manager: the heuristic "
+        "manager's valid replies, the answerer: the gold). A small model's samples rarely score, so GRPO groups score "
+        "alike until it has seen the format.",
+    )
+    warm_start_lr: float = Field(1e-4, gt=0.0, description="The warm start's own AdamW rate (RL's optimizer state is left untouched).")
+    warm_start_batch_size: int = Field(4, ge=1, description="Teacher examples per warm-start step.")
     # -- schedule and output ----------------------------------------------------------------------
     steps: int = Field(20, ge=0)
     seed: int = 0
@@ -130,13 +138,6 @@ class ManagerGRPOConfig(RecipeConfig):
     max_train_states: int | None = 32
     max_val_states: int | None = 8
     max_tokens: int = 96
-    # -- supervised warm start (`recipes.warm_start`), once, before RL ---------------------------
-    warm_start_steps: int = Field(
-        0, ge=0, description="SFT steps on the heuristic manager's valid replies before RL (0: none). "
-        "A small model's samples rarely apply, so GRPO groups score alike until it has seen the format.",
-    )
-    warm_start_lr: float = Field(1e-4, gt=0.0, description="The warm start's own AdamW rate (RL's optimizer state is left untouched).")
-    warm_start_batch_size: int = Field(4, ge=1, description="Teacher examples per warm-start step.")
 
 
 class ManagerPPOConfig(ManagerGRPOConfig):

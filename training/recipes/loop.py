@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import torch
+from tqdm import tqdm
 
 from memsdk.llm.base import SamplingParams
 
@@ -57,6 +58,7 @@ from .policy import Policy
 from .rollouts import RolloutEngine, rollout_engine
 from .samples import SampledGroup, Sampler
 from .update import update_metrics
+from .warm_start import TeacherExample, sft_step, target_ids, warm_start_batches
 
 __all__ = ["start_run", "RecipeData", "Stage", "Recipe", "step_seed"]
 
@@ -220,11 +222,50 @@ class Recipe(abc.ABC, Generic[S]):
 
     def before_training(self) -> None:
         """Runs after stage 0's starting evaluation, before its first step, in fresh and resumed
-        runs alike (the manager's warm start; it must tell from ``evals`` whether it already ran)."""
+        runs alike: the supervised warm start, once (``evals`` tell whether it already ran)."""
+        if self.config.warm_start_steps and self.step == 0 and not self.warm_started:
+            self.warm_start()
+
+    # -- supervised warm start ---------------------------------------------------------------------
+    @property
+    def warm_started(self) -> bool:
+        return any(e.get("phase") == "warm_start" for e in self.evals)
+
+    def warm_start_examples(self) -> list[TeacherExample]:
+        """(prompt, target) pairs the warm start learns: the recipe's teacher (none by default)."""
+        return []
+
+    def warm_start(self) -> list[dict[str, Any]]:
+        """``warm_start_steps`` SFT steps on `warm_start_examples` (`recipes.warm_start`), then
+        an evaluation stored as ``{"step": 0, "phase": "warm_start", ...}`` (so a resumed run
+        skips it; a better one is the stage's best) and a checkpoint. Losses go to
+        ``warm_start.jsonl``; metrics.jsonl stays one row per RL step. Its own optimizer:
+        Adam's moments from cross-entropy gradients would otherwise carry into RL's first steps."""
+        cfg = self.config
+        examples = self.warm_start_examples()
+        if not examples:
+            raise ValueError(f"warm_start_steps={cfg.warm_start_steps}, but the {self.role} recipe has no teacher reply for any training state")
+        prompts = [e.prompt for e in examples]
+        targets = [target_ids(self.policy, e.target) for e in examples]
+        optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=cfg.warm_start_lr, weight_decay=cfg.weight_decay)
+        log = MetricsLog(self.out / "warm_start.jsonl")
+        rows = []
+        batches = warm_start_batches(len(examples), cfg.warm_start_batch_size, cfg.warm_start_steps, cfg.seed)
+        for k, batch in enumerate(tqdm(batches, desc=f"warm start {self.role}", disable=not cfg.progress)):
+            started = time.perf_counter()
+            loss = sft_step(
+                self.policy, optimizer, [prompts[i] for i in batch], [targets[i] for i in batch],
+                micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm,
+            )  # fmt: skip
+            row = {"phase": "warm_start", "step": k + 1, "loss": loss, "examples": len(examples), "seconds": time.perf_counter() - started}
+            log.write(row)
+            rows.append(row)
+        self.rollouts.sync(self.policy)
+        self._evaluate_and_keep_best(phase="warm_start")
+        self.save_checkpoint()
+        return rows
 
     def _train_stage(self) -> list[dict[str, Any]]:
-        from tqdm import tqdm
-
         cfg, stage = self.config, self.current
         label = "".join(f" {k} {v}" for k, v in stage.tags.items())
         bar = tqdm(range(self.step, cfg.steps), initial=self.step, total=cfg.steps, desc=f"{self.learner.name}-{self.role}{label}", disable=not cfg.progress)

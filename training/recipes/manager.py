@@ -15,10 +15,8 @@ Validation (greedy, on conv-30 states): ``reward`` = answer F1 through the froze
 ``valid_op_rate`` (replies that parse and whose ops the guard and the bank all accept) and
 ``parse_failure_rate``.
 
-Warm start (``warm_start_steps`` > 0, `recipes.warm_start`): after the baseline evaluation,
-SFT steps on the heuristic manager's valid replies to the training states, then an evaluation
-stored as ``{"step": 0, "phase": "warm_start", ...}`` and a checkpoint, so a resumed run skips
-it; its losses go to ``warm_start.jsonl`` (metrics.jsonl stays one row per RL step).
+Warm start (``warm_start_steps`` > 0, `Recipe.warm_start`): SFT steps on the heuristic
+manager's valid replies to the training states (`warm_start.teacher_examples`) before RL.
 
 Run: ``python -m memsdk_training train manager --config training/configs/manager_grpo.yaml``
 (``train manager-ppo --config training/configs/manager_ppo.yaml`` for PPO).
@@ -41,11 +39,10 @@ from ..env import EnvConfig, ManagerEnv, MemoryState, locomo_states
 from ..rewards import exact_match
 from .config import ManagerGRPOConfig
 from .loop import Recipe, RecipeData
-from .metrics import MetricsLog
 from .policy import Policy
 from .rollouts import RolloutEngine
 from .samples import Sampled, SampledGroup
-from .warm_start import sft_step, target_ids, teacher_examples, warm_start_batches
+from .warm_start import TeacherExample, teacher_examples
 
 __all__ = ["ManagerGroups", "ManagerRecipe", "make_embedder", "frozen_answerer"]
 
@@ -132,41 +129,7 @@ class ManagerRecipe(Recipe[MemoryState]):
         eval_env = ManagerEnv(manager, answerer, embedder, EnvConfig(related_k=cfg.related_k, answer_k=cfg.answer_k, metric="f1"))
         return ManagerGroups(env, eval_env, policy, cfg.qa_per_group)
 
-    # -- supervised warm start ---------------------------------------------------------------------
-    @property
-    def warm_started(self) -> bool:
-        return any(e.get("phase") == "warm_start" for e in self.evals)
-
-    def before_training(self) -> None:
-        if self.config.warm_start_steps and self.step == 0 and not self.warm_started:
-            self.warm_start()
-
-    def warm_start(self) -> list[dict[str, Any]]:
-        """``warm_start_steps`` SFT steps on teacher replies, then evaluate and checkpoint (module docstring).
-
-        Its own optimizer: Adam's moments from cross-entropy gradients would otherwise carry
-        into the first RL steps.
-        """
-        cfg = self.config
+    def warm_start_examples(self) -> list[TeacherExample]:
+        """The heuristic manager's replies to the training states that the environment accepts."""
         assert isinstance(self.data.sampler, ManagerGroups)
-        examples = teacher_examples(self.data.sampler.env, self.data.train, self.policy.render)
-        if not examples:
-            raise ValueError("no training state has a teacher reply the environment accepts")
-        prompts = [e.prompt for e in examples]
-        targets = [target_ids(self.policy, e.target) for e in examples]
-        optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=cfg.warm_start_lr, weight_decay=cfg.weight_decay)
-        log = MetricsLog(self.out / "warm_start.jsonl")
-        rows = []
-        for k, batch in enumerate(warm_start_batches(len(examples), cfg.warm_start_batch_size, cfg.warm_start_steps, cfg.seed)):
-            started = time.perf_counter()
-            loss = sft_step(
-                self.policy, optimizer, [prompts[i] for i in batch], [targets[i] for i in batch],
-                micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm,
-            )  # fmt: skip
-            row = {"phase": "warm_start", "step": k + 1, "loss": loss, "examples": len(examples), "seconds": time.perf_counter() - started}
-            log.write(row)
-            rows.append(row)
-        self.rollouts.sync(self.policy)
-        self._evaluate_and_keep_best(phase="warm_start")
-        self.save_checkpoint()
-        return rows
+        return teacher_examples(self.data.sampler.env, self.data.train, self.policy.render)

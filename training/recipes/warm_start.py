@@ -1,17 +1,20 @@
-"""Supervised warm start ("cold start") of the manager policy before RL.
+"""Supervised warm start ("cold start") of a policy before RL, and its teachers.
 
-A 135M model sampled at T = 1 writes a reply the op guard accepts about once in 16, so most
-GRPO groups score alike and carry no signal. A few supervised steps on replies the heuristic
-manager would have written (Mem0-style thresholds: NOOP a near-duplicate, UPDATE a close
-match by appending the fact, ADD anything else) teach the JSON format, the aliases and
-grounded text first; RL then starts from a policy whose samples apply.
+A 135M model sampled at T = 1 writes a reply the op guard accepts about once in 16, and
+answers in sentences where LoCoMo's golds are a few words, so most GRPO groups score alike
+and carry no signal. A few supervised steps on a teacher's replies teach the format first;
+RL then starts from a policy whose samples score.
 
-    teacher   y*(s) = the heuristic manager's ops for state s, written as the JSON the runtime
-                      parses (`ManagerDecision`), minus the response prefix the prompt already ends with
+    teacher   y*(s), written as the JSON the runtime parses, minus the response prefix the
+              prompt already ends with:
+              manager   the heuristic manager's ops for state s (Mem0-style thresholds: NOOP a
+                        near-duplicate, UPDATE a close match by appending the fact, ADD the rest)
+              answerer  the gold answer, citing the shown memories that hold its evidence turns
     loss      L(theta) = -(1 / sum_i |y*_i|) sum_i sum_l log pi_theta(y*_{i,l} | x_i, y*_{i,<l})
 
-Every teacher target is stepped through `ManagerEnv.step` and kept only when it is valid, so
-the warm start never teaches a reply the guard or the bank would reject.
+Every target is read back the way the runtime reads a reply, and kept only when that gives
+what the teacher meant (a manager reply `ManagerEnv.step` accepts; an answer that reads as
+the gold), so the warm start never teaches a reply the runtime would reject or cut.
 """
 
 from __future__ import annotations
@@ -23,14 +26,17 @@ from dataclasses import dataclass
 
 import torch
 
+from memsdk.eval.replay import AnswerCase
 from memsdk.llm.base import Message
-from memsdk.policies import HeuristicManager
+from memsdk.policies import HeuristicManager, LLMAnswerer
+from memsdk.policies.base import Request
+from memsdk.policies.schemas import MAX_EVIDENCE
 from memsdk.types import Op, ScoredMemory
 
 from ..env import ManagerEnv, MemoryState
 from .policy import Policy
 
-__all__ = ["TeacherExample", "teacher_reply", "teacher_examples", "target_ids", "sft_step", "warm_start_batches"]
+__all__ = ["TeacherExample", "teacher_reply", "teacher_examples", "answer_reply", "answer_examples", "target_ids", "sft_step", "warm_start_batches"]
 
 
 @dataclass(frozen=True)
@@ -75,9 +81,35 @@ def teacher_examples(
         decision = teacher.decide(state.facts, observation.related, source_turn_ids=state.source_turn_ids)
         reply = teacher_reply(decision.ops, observation.related)
         request = env.request(state, observation.related)
-        if not reply.startswith(request.prefix) or (request.params.stop and not any(reply.endswith(s) for s in request.params.stop)):
-            raise ValueError(f"the manager prompt's prefix {request.prefix!r} / stop {request.params.stop} do not frame a JSON reply")
-        if env.step(state, reply).valid:
+        if env.step(state, _framed(request, reply, "manager")).valid:
+            out.append(TeacherExample(state.key, render(request.messages), reply[len(request.prefix) :]))
+    return out
+
+
+def _framed(request: Request, reply: str, role: str) -> str:
+    """``reply`` when the prompt's response prefix and stop string frame it: the target is what
+    follows the prefix, and generation must end on the stop string the JSON ends with."""
+    if not reply.startswith(request.prefix) or (request.params.stop and not any(reply.endswith(s) for s in request.params.stop)):
+        raise ValueError(f"the {role} prompt's prefix {request.prefix!r} / stop {request.params.stop} do not frame a JSON reply")
+    return reply
+
+
+def answer_reply(state: AnswerCase) -> str:
+    """The gold as the answerer's JSON, ``evidence`` the positions of the shown memories that
+    cite one of the gold's evidence turns (at most the schema's bound; none when unknown).
+    Keys in the order the v3 prompt's response prefix opens: answer first."""
+    cited = [i for i, m in enumerate(state.memories) if state.evidence.intersection(m.record.source_turn_ids)]
+    return json.dumps({"answer": state.gold, "evidence": cited[:MAX_EVIDENCE]}, ensure_ascii=False)
+
+
+def answer_examples(answerer: LLMAnswerer, states: Sequence[AnswerCase], render: Callable[[Sequence[Message]], str]) -> list[TeacherExample]:
+    """(rendered prompt, gold reply) for the states whose gold the runtime reads back whole: a
+    gold longer than the answerer keeps (``max_answer_words``) is left out, not taught cut."""
+    out = []
+    for state in states:
+        request = answerer.request(state.question, state.memories)
+        reply = _framed(request, answer_reply(state), "answerer")
+        if state.gold.strip() and answerer.read(request, reply, state.memories).text == state.gold.strip():
             out.append(TeacherExample(state.key, render(request.messages), reply[len(request.prefix) :]))
     return out
 

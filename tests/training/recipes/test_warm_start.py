@@ -11,13 +11,14 @@ import torch
 
 from memsdk.bank import MemoryBank
 from memsdk.embedding import Embedder, HashEmbedder
-from memsdk.policies import HeuristicManager, LLMManager, PolicyConfig
+from memsdk.eval.replay import AnswerCase
+from memsdk.policies import HeuristicManager, LLMAnswerer, LLMManager, PolicyConfig
 from memsdk.store.memory import InMemoryTransport
-from memsdk.types import Op, Scope, Turn
+from memsdk.types import Op, Scope, ScoredMemory, Turn
 from memsdk_training.env import EnvConfig, ManagerEnv, MemoryState, QAItem
 from memsdk_training.recipes import LoRASettings, ManagerGRPOConfig, Policy, read_metrics
 from memsdk_training.recipes.manager import ManagerRecipe
-from memsdk_training.recipes.warm_start import sft_step, target_ids, teacher_examples
+from memsdk_training.recipes.warm_start import answer_examples, answer_reply, sft_step, target_ids, teacher_examples
 
 from ..env._fakes import KeywordAnswerer, SamplingFake
 
@@ -39,6 +40,29 @@ def fake_states(embedder: Embedder) -> list[MemoryState]:
         MemoryState(f"t/D1:{i + 2}", bank.snapshot(SCOPE), (fact,), qa, Turn(speaker="Caroline", text=fact, turn_id=f"D1:{i + 2}"))
         for i, fact in enumerate(FACTS)
     ]
+
+
+def answer_case(gold: str, evidence: frozenset[str] = frozenset({"D1:2"})) -> AnswerCase:
+    bank = MemoryBank(InMemoryTransport(16), HashEmbedder(16))
+    bank.apply(SCOPE, [Op.add(m, source_turn_ids=(f"D1:{i + 1}",)) for i, m in enumerate(MEMORIES)])
+    shown = tuple(ScoredMemory(record=r, score=1.0) for r in sorted(bank.list(SCOPE), key=lambda r: r.text))
+    return AnswerCase(f"q/{gold}", "Where does Caroline live?", shown, gold, evidence)
+
+
+def test_the_answerer_teacher_writes_the_gold_and_cites_the_memories_of_its_evidence() -> None:
+    answerer = LLMAnswerer(SamplingFake(answerer=["x"]), PolicyConfig(constrained=False, reask=False))  # type: ignore[arg-type]
+    cases = [answer_case("Paris"), answer_case('the "Rue" in Paris', frozenset()), answer_case("one two three four five six seven eight nine ten eleven twelve thirteen")]
+    examples = answer_examples(answerer, cases, render=lambda messages: messages[-1]["content"])
+    # the thirteen-word gold would be cut to the answerer's 12 words: left out, not taught cut
+    assert [e.key for e in examples] == ["q/Paris", 'q/the "Rue" in Paris']
+    prefix = answerer.caller.prompt.response_prefix
+    paris = next(i for i, m in enumerate(cases[0].memories) if m.record.text == "Caroline lives in Paris")
+    assert examples[0].prompt == prefix and prefix + examples[0].target == f'{{"answer": "Paris", "evidence": [{paris}]}}'
+    assert json.loads(prefix + examples[1].target) == {"answer": 'the "Rue" in Paris', "evidence": []}  # quotes survive
+    for example, case in zip(examples, cases):
+        request = answerer.request(case.question, case.memories)
+        assert answerer.read(request, prefix + example.target, case.memories).text == case.gold  # read back as the gold
+    assert answer_reply(cases[0]).endswith("]}")  # generation stops on the prompt's stop string
 
 
 def make_env(embedder: Embedder) -> ManagerEnv:
@@ -158,3 +182,24 @@ def test_a_run_interrupted_after_the_warm_start_resumes_from_it(tiny_model_dir: 
     resumed.before_training()
     assert len(read_metrics(out / "warm_start.jsonl")) == 3  # not written again
     resumed.cleanup()
+
+
+def test_the_answerer_recipe_warm_starts_on_the_golds(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from memsdk_training.recipes import AnswererGRPOConfig
+    from memsdk_training.recipes.answerer import AnswererRecipe
+
+    cases = [answer_case("Paris"), answer_case("Lyon")]
+    config = AnswererGRPOConfig(
+        model_path=str(tiny_model_dir), num_threads=1, embedder="hash", group_size=2, prompts_per_step=1, max_tokens=4, steps=0,
+        progress=False, output_dir=str(tmp_path / "run"), warm_start_steps=2, warm_start_batch_size=2, warm_start_lr=1e-2,
+    )  # fmt: skip
+    recipe = AnswererRecipe(config, states=(cases, cases[:1]))
+    recipe.setup()
+    try:
+        assert [e.key for e in recipe.warm_start_examples()] == ["q/Paris", "q/Lyon"]
+        recipe.train()
+    finally:
+        recipe.cleanup()
+    warm = read_metrics(tmp_path / "run" / "warm_start.jsonl")
+    assert [(r["step"], r["examples"]) for r in warm] == [(1, 2), (2, 2)] and warm[1]["loss"] < warm[0]["loss"]
+    assert [e.get("phase") for e in recipe.evals] == [None, "warm_start"] and "answer_bleu1" in recipe.evals[-1]

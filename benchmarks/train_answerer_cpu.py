@@ -1,0 +1,83 @@
+"""The answerer trained for real: SmolLM2-135M on CPU, LoCoMo conv-26 -> gate on conv-30 ->
+publish -> hot-swap into a running client.
+
+    python benchmarks/train_answerer_cpu.py [--config training/configs/answerer_grpo_cpu.yaml] [--steps N] [--out DIR]
+
+1. train: the answerer recipe (`memsdk_training.recipes.answerer`) on conv-26's questions, each
+   with the memories the answer path shows after a heuristic ingest (`answer_cases`): a warm
+   start on the golds, then GRPO on token F1; the best of its validation checkpoints (a part of
+   conv-30) is published, not promoted;
+2. gate: a client serving base SmolLM2 in-process runs ``promote("answerer", version,
+   on="locomo-val")``: all of conv-30's questions through the candidate and the incumbent,
+   paired; on a pass the running client serves the new adapter from its next answer;
+3. report: val F1 / BLEU-1 / EM of both (the gate's states), steps, wall time, peak RSS, the
+   curves (``OUT/curves.png``) and ``OUT/report.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+from memsdk import MemoryClient
+from memsdk.errors import GateFailed
+from memsdk_training.recipes import AnswererGRPOConfig, PublishSettings, load_config, read_metrics
+from memsdk_training.recipes.answerer import AnswererRecipe
+
+VERSION = "locomo-grpo"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", default="training/configs/answerer_grpo_cpu.yaml")
+    parser.add_argument("--steps", type=int, default=None, help="GRPO steps (default: the config's)")
+    parser.add_argument("--out", default=None, help="default: the config's output_dir")
+    args = parser.parse_args()
+    out = Path(args.out or load_config(args.config, AnswererGRPOConfig).output_dir)
+    data_dir = Path(tempfile.mkdtemp(prefix="client-", dir=out.parent))  # the app's: its registry receives the adapter
+    steps = {"steps": args.steps} if args.steps is not None else {}
+    config = load_config(args.config, AnswererGRPOConfig, output_dir=str(out), publish=PublishSettings(registry_dir=str(data_dir / "checkpoints"), version=VERSION), **steps)
+
+    started = time.perf_counter()
+    recipe = AnswererRecipe(config)
+    recipe.setup()
+    rows = recipe.train()
+    train_wall = time.perf_counter() - started
+    warm = read_metrics(out / "warm_start.jsonl") if config.warm_start_steps else []
+    recipe.cleanup()
+
+    started = time.perf_counter()
+    with MemoryClient(data_dir=data_dir, answer_k=config.answer_k, log_interactions=False) as client:
+        try:
+            decision = client.promote("answerer", VERSION, on="locomo-val")
+            assert decision is not None
+        except GateFailed as failed:
+            decision = failed.decision
+        serving = client.policies["answerer"].version
+    gate_wall = time.perf_counter() - started
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    sides = {"base SmolLM2": decision.incumbent, "trained": decision.candidate}
+    print(f"\nanswerer: warm start {len(warm)} SFT steps x {config.warm_start_batch_size}, then {len(rows)} GRPO steps of {config.prompts_per_step} x {config.group_size}, {config.answer_k} memories, CPU x{config.num_threads}")
+    if warm:
+        print(f"warm start on {warm[0]['examples']} golds: {sum(r['seconds'] for r in warm):.0f} s, loss {warm[0]['loss']:.3f} -> {warm[-1]['loss']:.3f}")
+    if rows:
+        print(f"GRPO: {sum(r['seconds'] for r in rows) / len(rows):.0f} s/step, train reward first {rows[0]['reward_mean']:.3f} last {rows[-1]['reward_mean']:.3f}, zero-variance groups {sum(r['zero_variance_fraction'] for r in rows) / len(rows):.2f}")
+    print(f"training wall {train_wall:.0f} s, gate wall {gate_wall:.0f} s, peak RSS {peak_mb:.0f} MB; best validation checkpoint at step {recipe.best and recipe.best['step']}")
+    print(f"\n| conv-30 val ({decision.paired.n} questions, {config.answer_k} memories) | F1 | BLEU-1 | EM | parse failures | p50 s |\n|---|---|---|---|---|---|")
+    for name, side in sides.items():
+        print(f"| {name} ({side.version}) | {side.mean:.3f} | {side.metrics.get('bleu1', 0):.3f} | {side.metrics.get('em', 0):.3f} | {side.guards.get('parse_failure_rate', 0):.3f} | {side.latency_p50_s:.1f} |")
+    print(f"\n{decision.summary()}\nserving now: {serving}")
+    report = {
+        "decision": decision.model_dump(mode="json", exclude={"candidate": {"rewards"}, "incumbent": {"rewards"}}), "serving": serving,
+        "evals": recipe.evals, "warm_start": warm, "steps": rows, "train_wall_s": train_wall, "gate_wall_s": gate_wall, "peak_rss_mb": peak_mb,
+    }  # fmt: skip
+    (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
