@@ -269,7 +269,7 @@ class MemoryRecord(BaseModel):
     the bank stored it. Records stored before tiers existed read back as ``semantic``.
 
     ``context_hash`` is the content hash of what the record was indexed after (`Op.context`:
-    an episodic turn's previous turn, which may belong to another scope of the conversation).
+    the text of an episodic turn's previous turn, which may belong to another scope of the conversation).
     The context's text is embedded and BM25-encoded with the record when it is added and
     never stored, so no scope holds another's words; the hash lets an erase of the scope that
     said it find the records it shaped (`MemoryBank.delete_all`).

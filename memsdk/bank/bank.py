@@ -325,7 +325,7 @@ class MemoryBank:
         """Drop ``scope``'s turns from the contexts of its conversation's other scopes."""
         if scope.run_id is None:  # a context comes from the same conversation: here, the scope itself
             return
-        said = {content_hash(r.render(resolve_dates=False)) for r in self._scroll_records(codec.memories(scope, tier=Tier.EPISODIC.value))}
+        said = {content_hash(r.text) for r in self._scroll_records(codec.memories(scope, tier=Tier.EPISODIC.value))}
         if not said:
             return
         siblings = [s for k in self.transport.scope_keys(MAX_SCOPES_LIMIT, include_deleted=True) if (s := _scope_of_key(k)).run_id == scope.run_id and s != scope]

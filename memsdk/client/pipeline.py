@@ -45,8 +45,8 @@ from memsdk.policies.supersede import Correction, Forget, classify, supersede_op
 from memsdk.policies.writer import Writer, Written
 from memsdk.bank import MemoryBank
 from memsdk.bank.transition import Transition
-from memsdk.dates import parse_when, render_when
-from memsdk.types import Actor, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn, said
+from memsdk.dates import parse_when
+from memsdk.types import Actor, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn
 
 __all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Search", "Apply", "Chat", "Call", "Effect", "decided", "drive", "related_steps", "core_steps", "applied_ops", "IngestOutcome", "WriteOutcome", "AnswerOutcome", "ingest_steps", "write_steps", "answer_steps"]
 
@@ -71,7 +71,8 @@ FACT_WEIGHT = 0.8
 #: a question that names one scope's owner gets that scope's best NAMED_SHARE of the hits; the
 #: other scopes' join it at NAMED_OTHERS_WEIGHT in the fusion: a question about Caroline is
 #: mostly answered by what Caroline said (LoCoMo, heuristic tiers, turns indexed after their
-#: context; train / val recall@30 .841 -> .851 and .877 -> .892, @60 .903 -> .939 and .917 -> .927)
+#: context with its speaker header, as first measured: train / val recall@30 .841 -> .851 and
+#: .877 -> .892, @60 .903 -> .939 and .917 -> .927)
 NAMED_SHARE = 2 / 3
 NAMED_OTHERS_WEIGHT = 0.5
 
@@ -204,12 +205,12 @@ def episode_op(turn: Turn, previous: Turn | None = None) -> Op:
     also kept as written (``metadata.timestamp``) and shown that way, readable or not: the
     app's own format ("1:56 pm on 8 May, 2023"), which retrieval was measured with.
 
-    ``previous`` (the turn before it in the conversation, whichever scope it went to) becomes
-    the record's ``context``, indexed with it and never shown: LoCoMo's questions often quote
+    ``previous`` (the turn before it in the conversation, whichever scope it went to) gives
+    its text as the record's ``context``, indexed with it and never shown: LoCoMo's questions often quote
     what a reply answers ("What did Caroline say about the support group?" is asked of
-    Melanie's question and Caroline's "It was powerful"). LoCoMo val, heuristic tiers + hybrid:
-    recall@10 .722 -> .786, @60 .824 -> .917 (train: @60 .903). The bank indexes the turn after
-    it and stores only its hash (`MemoryRecord.context_hash`)."""
+    Melanie's question and Caroline's "It was powerful"). The bank indexes the turn after it
+    and stores only its hash (`MemoryRecord.context_hash`). LoCoMo, heuristic tiers + hybrid
+    + `named_scope`: val recall@10/@60 .722/.824 -> .781/.908, train .766/.926."""
     when = parse_when(turn.timestamp)
     raw = {"timestamp": turn.timestamp} if isinstance(turn.timestamp, str) else {}
     turn_ids = (turn.turn_id,) if turn.turn_id else ()
@@ -217,8 +218,9 @@ def episode_op(turn: Turn, previous: Turn | None = None) -> Op:
     if previous is not None and previous.text.strip():
         before = parse_when(previous.timestamp)
         if when is None or before is None or abs(when - before) <= CONTEXT_GAP:
-            shown = previous.timestamp if isinstance(previous.timestamp, str) else (before and render_when(before))
-            context = said(previous.speaker, shown or None, previous.text)
+            # its words only: a speaker header would count the name twice in BM25, and a
+            # question naming the speaker would then prefer any reply over the turn it asks about
+            context = previous.text
     return Op.add(turn.text, tier=Tier.EPISODIC, speaker=turn.speaker, occurred_at=when, source_turn_ids=turn_ids, metadata=raw, context=context)
 
 

@@ -25,12 +25,13 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from memsdk.bank import MemoryBank
 from memsdk.bank.history import events_until, replay
@@ -166,10 +167,16 @@ def _side(version: str, cases: Sequence[AnswerCase], answers: Sequence[Answer], 
     )
 
 
+def _bar(cases: Sequence[AnswerCase], version: str) -> Iterable[AnswerCase]:
+    """A progress bar on a terminal (a gate over LoCoMo validation with a CPU model takes
+    many minutes); nothing when output is not a terminal."""
+    return tqdm(cases, desc=f"gate {version}", unit="state", disable=None, leave=False)
+
+
 def replay_answerer(answerer: Answerer, version: str, cases: Sequence[AnswerCase]) -> SideResult:
     """F1 per state, with what the version cost and how often its reply was lost."""
     answers, latencies = [], []
-    for case in cases:
+    for case in _bar(cases, version):
         started = time.perf_counter()
         answers.append(run(decided(answerer, "answer", case.question, case.memories)))
         latencies.append(time.perf_counter() - started)
@@ -178,7 +185,7 @@ def replay_answerer(answerer: Answerer, version: str, cases: Sequence[AnswerCase
 
 async def areplay_answerer(answerer: Answerer, version: str, cases: Sequence[AnswerCase]) -> SideResult:
     answers, latencies = [], []
-    for case in cases:
+    for case in _bar(cases, version):
         started = time.perf_counter()
         answers.append(await arun(decided(answerer, "answer", case.question, case.memories)))
         latencies.append(time.perf_counter() - started)

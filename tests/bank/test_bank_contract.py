@@ -176,7 +176,7 @@ def test_delete_all_unquotes_the_scope_from_its_conversations_other_scopes(bank:
     ann, ben, elsewhere = Scope(user_id="ann", run_id="c1"), Scope(user_id="ben", run_id="c1"), Scope(user_id="cy", run_id="c2")
     ingest = Actor(role="ingest")
     (asked,) = bank.apply(ann, [Op.add("Where is the secret key?", tier="episodic", speaker="Ann")], actor=ingest).records
-    quote = asked.render(resolve_dates=False)
+    quote = asked.text
     (reply,) = bank.apply(ben, [Op.add("Under the mat", tier="episodic", speaker="Ben", context=quote)], actor=ingest).records
     (gone,) = bank.apply(ben, [Op.add("Behind the door", tier="episodic", speaker="Ben", context=quote)], actor=ingest).records
     bank.apply(ben, [Op.delete(gone.id)])  # soft-deleted records are unquoted too: they are still on disk
