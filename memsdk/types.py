@@ -303,8 +303,9 @@ class MemoryRecord(BaseModel):
         text = resolve_relative(self.text, self.occurred_at) if resolve_dates else self.text
         if self.tier is not Tier.EPISODIC:
             return text
-        written = self.metadata.get("timestamp")
-        return said(self.speaker, str(written) if written else render_when(self.occurred_at) if self.occurred_at else None, text)
+        head = self.speaker or "someone"
+        when = self.metadata.get("timestamp") or (self.occurred_at and render_when(self.occurred_at))
+        return f"{head} (on {when}): {text}" if when else f"{head}: {text}"
 
     def index_text(self, context: str | None = None) -> str:
         """What the bank embeds and BM25-encodes: the record as rendered without resolved
@@ -312,11 +313,6 @@ class MemoryRecord(BaseModel):
         shown = self.render(resolve_dates=False)
         return f"{context}\n{shown}" if context else shown
 
-
-def said(speaker: str | None, when: str | None, text: str) -> str:
-    """A turn as the answerer reads it: ``Caroline (on 8 May 2023): ...``."""
-    head = speaker or "someone"
-    return f"{head} (on {when}): {text}" if when else f"{head}: {text}"
 
 
 class HistoryEvent(BaseModel):
