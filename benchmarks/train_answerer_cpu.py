@@ -1,7 +1,7 @@
 """The answerer trained for real: SmolLM2-135M on CPU, LoCoMo conv-26 -> gate on conv-30 ->
 publish -> hot-swap into a running client.
 
-    python benchmarks/train_answerer_cpu.py [--config training/configs/answerer_grpo_cpu.yaml] [--steps N] [--out DIR]
+    python benchmarks/train_answerer_cpu.py [--config training/configs/answerer_grpo_cpu.yaml] [--steps N] [--out DIR] [--package VERSION]
 
 1. train: the answerer recipe (`memsdk_training.recipes.answerer`) on conv-26's questions, each
    with the memories the answer path shows after a heuristic ingest (`answer_cases`): a warm
@@ -11,7 +11,10 @@ publish -> hot-swap into a running client.
    on="locomo-val")``: all of conv-30's questions through the candidate and the incumbent,
    paired; on a pass the running client serves the new adapter from its next answer;
 3. report: val F1 / BLEU-1 / EM of both (the gate's states), steps, wall time, peak RSS, the
-   curves (``OUT/curves.png``) and ``OUT/report.json``.
+   curves (``OUT/curves.png``) and ``OUT/report.json``;
+4. ``--package VERSION``, on a pass: the gated adapter, byte for byte, into the package's own
+   adapters (``memsdk/registry/packaged/answerer/VERSION``) with its gate decision, which every
+   client over SmolLM2 then serves by default (README, *Defaults, measured*).
 """
 
 from __future__ import annotations
@@ -25,10 +28,28 @@ from pathlib import Path
 
 from memsdk import MemoryClient
 from memsdk.errors import GateFailed
+from memsdk.registry import PACKAGED_DIR, GateDecision, PolicyRegistry
 from memsdk_training.recipes import AnswererGRPOConfig, PublishSettings, load_config, read_metrics
 from memsdk_training.recipes.answerer import AnswererRecipe
 
 VERSION = "locomo-grpo"
+
+
+def package(registry: PolicyRegistry, decision: GateDecision, as_version: str) -> Path:
+    """The gated adapter into the package under ``as_version``, its manifest carrying the
+    gate's figures and its decision beside it (the candidate renamed: the same weights)."""
+    manifest = registry.get("answerer", decision.candidate.version)
+    gate = {"gate_f1": decision.candidate.mean, "gate_base_f1": decision.incumbent.mean, "gate_ci_low": decision.paired.ci_low, "gate_states": float(decision.paired.n)}
+    gate |= {f"gate_{k}": v for k, v in decision.candidate.metrics.items()}
+    shipped = PolicyRegistry(PACKAGED_DIR)
+    shipped.publish(registry.adapter_dir(manifest), manifest.model_copy(update={"version": as_version, "eval_metrics": {**manifest.eval_metrics, **gate}}))
+    shipped.record_decision(decision.model_copy(update={"candidate": decision.candidate.model_copy(update={"version": as_version})}))
+    folder = PACKAGED_DIR / "answerer" / as_version
+    # the trainer's machine path means nothing elsewhere; peft's generated model card is not needed to load it
+    adapter_config = json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(json.dumps({**adapter_config, "base_model_name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct"}, indent=2))
+    (folder / "README.md").unlink(missing_ok=True)
+    return folder
 
 
 def main() -> None:
@@ -36,8 +57,10 @@ def main() -> None:
     parser.add_argument("--config", default="training/configs/answerer_grpo_cpu.yaml")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps (default: the config's)")
     parser.add_argument("--out", default=None, help="default: the config's output_dir")
+    parser.add_argument("--package", metavar="VERSION", help="on a pass, ship the adapter inside memsdk as VERSION")
     args = parser.parse_args()
     out = Path(args.out or load_config(args.config, AnswererGRPOConfig).output_dir)
+    out.mkdir(parents=True, exist_ok=True)
     data_dir = Path(tempfile.mkdtemp(prefix="client-", dir=out.parent))  # the app's: its registry receives the adapter
     steps = {"steps": args.steps} if args.steps is not None else {}
     config = load_config(args.config, AnswererGRPOConfig, output_dir=str(out), publish=PublishSettings(registry_dir=str(data_dir / "checkpoints"), version=VERSION), **steps)
@@ -51,7 +74,8 @@ def main() -> None:
     recipe.cleanup()
 
     started = time.perf_counter()
-    with MemoryClient(data_dir=data_dir, answer_k=config.answer_k, log_interactions=False) as client:
+    # against base SmolLM2, not the adapter the package ships (which an earlier run of this trained)
+    with MemoryClient(data_dir=data_dir, answer_k=config.answer_k, log_interactions=False, packaged_adapters=False) as client:
         try:
             decision = client.promote("answerer", VERSION, on="locomo-val")
             assert decision is not None
@@ -77,6 +101,8 @@ def main() -> None:
         "evals": recipe.evals, "warm_start": warm, "steps": rows, "train_wall_s": train_wall, "gate_wall_s": gate_wall, "peak_rss_mb": peak_mb,
     }  # fmt: skip
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    if args.package and decision.passed:
+        print(f"packaged: {package(PolicyRegistry(data_dir / 'checkpoints'), decision, args.package)}")
 
 
 if __name__ == "__main__":

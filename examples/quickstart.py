@@ -3,13 +3,15 @@
 
 1. Ingest a short conversation of our own (examples/data/demo_conversation.json: Maya and
    Leo over three dated sessions, with facts that change, get corrected and get forgotten),
-   one memory per speaker, with SmolLM2-135M in-process as extractor and manager.
+   one memory per speaker, with the measured defaults over SmolLM2-135M in-process (the
+   heuristic extractor and manager, the SmolLM2 answerer with the adapter the package ships).
 2. Show the ops the manager took for a few turns.
 3. Answer the file's questions next to their gold answers (token F1 per answer).
 4. The Buddy/Scout case: the manager's decision and the audit history.
 5. Close, reopen, and show the memory survived the restart.
 
     MEMSDK_POLICIES=heuristic .venv/bin/python examples/quickstart.py  # no LLM at all
+    MEMSDK_POLICIES=llm .venv/bin/python examples/quickstart.py        # SmolLM2 for every role
     MEMSDK_DEMO_FILE=other.json .venv/bin/python examples/quickstart.py  # any file in LoCoMo's shape
 """
 

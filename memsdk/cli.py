@@ -9,12 +9,13 @@
     memsdk import caroline.jsonl [--user someone-else]
     memsdk policies                     (active versions, gate decisions, audit trail)
     memsdk policies evaluate answerer v2 [--against base] [--on locomo-val|log|states.jsonl]
+    memsdk policies evaluate manager v2 --on log   (the manager's gate replays logged ingests only)
     memsdk policies promote answerer v2 [--force]
     memsdk policies installed           (policies other packages installed: memsdk.policies entry points)
     memsdk --policy extractor=heuristic --policy manager='{"base_url": "http://vllm:8000"}' ask ...
     memsdk use-policy manager v3        memsdk rollback manager
     memsdk eval locomo --split val      memsdk eval compare A.json B.json   (see memsdk.eval.cli)
-    memsdk train answerer --from-log DATA_DIR   (retrain from judged traffic, promote if the gate passes;
+    memsdk train answerer|manager --from-log DATA_DIR   (retrain from judged traffic, promote if the gate passes;
                                         a ``memsdk.commands`` entry point of memsdk[training])
 
 Global settings (``--data-dir``, ``--qdrant-url``, ``--llm-base-url``, ``--model``,
@@ -51,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--qdrant-url")
     parser.add_argument("--llm-base-url")
     parser.add_argument("--model")
-    parser.add_argument("--policies", choices=["llm", "heuristic"])
+    parser.add_argument("--policies", choices=["auto", "llm", "heuristic"])
     parser.add_argument("--policy", action="append", default=[], metavar="ROLE=SPEC", help="one role's policy: heuristic, llm, an installed policy's name or an LLM spec's JSON (repeatable)")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -86,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         q = gate.add_parser(name, help=helptext)
         q.add_argument("role")
         q.add_argument("version")
-        q.add_argument("--on", default="locomo-val", help="'locomo-val', 'log' (the answers this data dir's users judged) or a JSONL file of states (memsdk.eval.replay)")
+        q.add_argument("--on", default="locomo-val", help="'locomo-val', 'log' (the answers this data dir's users judged; for the manager, the ingests they cited: its only source) or a JSONL file of answerer states (memsdk.eval.replay)")
         q.add_argument("--margin", type=float, default=0.0, help="the reward difference's lower bound must exceed it")
         if name == "evaluate":
             q.add_argument("--against", help="the incumbent (default: the version serving now)")
@@ -236,7 +237,8 @@ def _policies(client: Any, args: argparse.Namespace) -> Any:
     for role, info in client.policies.items():
         versions = [m.version for m in registry.versions(role)]
         decisions = {v: d.summary() for v in versions if (d := registry.decision(role, v)) is not None}
-        shown[role] = {**info.model_dump(mode="json"), "published": versions, "gate": decisions, "promotions": [p.model_dump(mode="json") for p in registry.promotions(role)][-5:]}
+        packaged = [v for v in versions if registry.is_packaged(role, v)]  # shipped inside memsdk, read-only
+        shown[role] = {**info.model_dump(mode="json"), "published": versions, "packaged": packaged, "gate": decisions, "promotions": [p.model_dump(mode="json") for p in registry.promotions(role)][-5:]}
     return shown
 
 

@@ -38,14 +38,22 @@ class ClientConfig(BaseModel):
     llm_base_url: str | None = Field(None, description="An OpenAI-compatible server (vLLM); None means SmolLM2 in-process.")
     llm_api_key: str | None = None
     model: str = Field("smollm2", description="Served base model name.")
-    policies: Literal["llm", "heuristic"] | RolePolicies = Field(
-        "llm",
-        description="What serves each role: 'llm' (every role on the LLM backend), 'heuristic' (no LLM), or per role "
+    policies: Literal["auto", "llm", "heuristic"] | RolePolicies = Field(
+        "auto",
+        description="What serves each role: 'auto' (the measured defaults for the model: over SmolLM2 the heuristic extractor "
+        "and manager and the LLM answerer, over any other model or an injected backend 'llm'), 'llm' (every role on the LLM "
+        "backend), 'heuristic' (no LLM), or per role "
         "{'extractor': ..., 'manager': ..., 'answerer': ...} with 'llm', 'heuristic', an LLMSpec, an installed policy's name "
         "or a policy object (memsdk.policies.spec).",
     )
     fallback_to_heuristic: bool = Field(True, description="Use the heuristic policies while the LLM backend is down.")
     checkpoint_dir: Path | None = Field(None, description="Published policy checkpoints; default data_dir/checkpoints.")
+    packaged_adapters: bool = Field(
+        True,
+        description="Serve the LoRA adapters shipped inside the package (memsdk/registry/packaged) for a role that runs the "
+        "built-in LLM policy over the model they were trained on, unless a version is pinned or was chosen before; "
+        "they are listed and gated like published versions either way only when True.",
+    )
     related_k: int = Field(5, ge=1, le=50, description="Related memories shown to the manager per fact.")
     answer_k: int = Field(60, ge=1, le=200, description="Memories shown to the answerer, split evenly across scopes.")
     max_turn_chars: int = Field(20_000, ge=1, description="Longer turns are rejected; the extractor sees the first 1,500.")
@@ -70,8 +78,8 @@ class ClientConfig(BaseModel):
                 raise ValueError(f"not valid JSON: {exc}") from None
         if isinstance(value, dict):
             return RolePolicies.model_validate(value)
-        if isinstance(value, str) and value not in ("llm", "heuristic"):
-            raise ValueError(f"expected 'llm', 'heuristic' or a mapping of role to policy (JSON in the environment), got {value!r}")
+        if isinstance(value, str) and value not in ("auto", "llm", "heuristic"):
+            raise ValueError(f"expected 'auto', 'llm', 'heuristic' or a mapping of role to policy (JSON in the environment), got {value!r}")
         return value
 
     @model_validator(mode="after")

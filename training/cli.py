@@ -1,5 +1,5 @@
 """``python -m memsdk_training train manager|manager-ppo|answerer|memory-r2|writer|memagent|deltamem --config FILE``
-and ``python -m memsdk_training retrain answerer --from-log DATA_DIR`` (`memsdk_training.retrain`).
+and ``python -m memsdk_training retrain answerer|manager --from-log DATA_DIR`` (`memsdk_training.retrain`).
 
 The config file (YAML or JSON) fills the recipe's typed config; ``--steps``,
 ``--output-dir`` and ``--device`` override it for quick runs. A run with an existing

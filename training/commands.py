@@ -15,11 +15,11 @@ __all__ = ["register", "add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("role", choices=["answerer"], help="the role to retrain (the release gate replays the answerer so far)")
+    p.add_argument("role", choices=["answerer", "manager"], help="the role to retrain: the answerer on its judged answers, the manager on the ingests they cited")
     p.add_argument("--from-log", dest="from_log", type=Path, required=True, metavar="DATA_DIR", help="the app's data dir: its interaction log, bank and checkpoints")
-    p.add_argument("--config", help="the recipe's YAML/JSON config (default: the packaged answerer_grpo.yaml)")
+    p.add_argument("--config", help="the recipe's YAML/JSON config (default: the packaged <role>_grpo.yaml)")
     p.add_argument("--steps", type=int, help="training steps (default: the config's)")
-    p.add_argument("--version", help="the published version's name (default: answerer-log-<unix time>)")
+    p.add_argument("--version", help="the published version's name (default: <role>-log-<unix time>)")
     p.add_argument("--holdout", type=float, default=0.3, help="share of the judged answers kept out of training, for the gate")
     p.add_argument("--margin", type=float, default=0.0, help="the gate's margin")
     p.add_argument("--seed", type=int, default=0)

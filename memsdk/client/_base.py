@@ -33,15 +33,16 @@ from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
 from memsdk.errors import ClientClosed, GateFailed, InvalidInput, PolicyError
 from memsdk.llm.config import CircuitBreaker, Limits
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
-from memsdk.registry import BASE_VERSION, ROLES, PolicyRegistry
+from memsdk.registry import BASE_VERSION, PACKAGED_DIR, ROLES, PolicyRegistry
 from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, Actor, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, utcnow
 
 if TYPE_CHECKING:
-    from memsdk.eval.replay import AnswerCase  # memsdk.eval imports the clients
+    from memsdk.eval.replay import AnswerCase, ManagerCase  # memsdk.eval imports the clients
 
-#: what the release gate replays: "locomo-val", "log" (the app's judged answers), a JSONL file
-#: of states, or the states themselves
-GateStates = str | os.PathLike[str] | Sequence["AnswerCase"]
+#: what the release gate replays: "locomo-val", "log" (the app's judged traffic), a JSONL file
+#: of answerer states, or the states themselves (`AnswerCase` for the answerer, `ManagerCase`
+#: for the manager, whose states come from the log only)
+GateStates = str | os.PathLike[str] | Sequence["AnswerCase | ManagerCase"]
 
 
 def gate_label(on: GateStates) -> str:
@@ -142,13 +143,16 @@ class BaseClient(Generic[B]):
             self.log = InteractionLog(self.config.data_dir / "interactions.sqlite3", redact=redact) if self.config.log_interactions else None
             # annotated: an injected `backend` is Any, which would otherwise make B Any
             self._backends: Backends[B] = Backends(self.config, self._make_backend, injected=backend)
-            self._policies: PolicySet[B] = PolicySet(self._backends, self.config, PolicyRegistry(self.config.checkpoints), self.config.data_dir / "active_policies.json")
+            self._policies: PolicySet[B] = PolicySet(self._backends, self.config, self._registry(), self.config.data_dir / "active_policies.json")
         except BaseException:
             self._release_bank()
             self._close_backends_now()
             raise
 
     # -- no-I/O helpers shared by the twins ---------------------------------------------------
+
+    def _registry(self) -> PolicyRegistry:
+        return PolicyRegistry(self.config.checkpoints, packaged=PACKAGED_DIR if self.config.packaged_adapters else None)
 
     def _release_bank(self) -> None:
         """Close the bank if the client opened it; an injected one is its owner's to close."""
@@ -197,26 +201,34 @@ class BaseClient(Generic[B]):
         return self._policies.registry
 
     def _gate_cases(self, role: str, on: GateStates, k: int | None) -> list[Any]:
-        from memsdk.eval.replay import AnswerCase, load_answer_cases, locomo_answer_cases, log_answer_cases
+        from memsdk.eval.replay import AnswerCase, ManagerCase, load_answer_cases, locomo_answer_cases, log_answer_cases, log_manager_cases
 
-        if role != "answerer":
-            raise InvalidInput("role", f"the release gate replays the answerer so far, not the {role}; promote(..., force=True) switches it and is recorded in the audit trail")
+        self._policies.check_role(role)
+        if role == "extractor":
+            raise InvalidInput("role", "the release gate replays the answerer and the manager, not the extractor; promote(..., force=True) switches it and is recorded in the audit trail")
+        kind = AnswerCase if role == "answerer" else ManagerCase
         if isinstance(on, (list, tuple)):
-            if not on or not all(isinstance(c, AnswerCase) for c in on):
-                raise InvalidInput("on", "expected a non-empty sequence of AnswerCase states")
+            if not on or not all(isinstance(c, kind) for c in on):
+                raise InvalidInput("on", f"expected a non-empty sequence of {kind.__name__} states for the {role}")
             return list(on)
-        if str(on) == "locomo-val":
-            return locomo_answer_cases(self._embedder, split="val", k=k or self.config.answer_k)
         if str(on) == "log":
             if self.log is None:
                 raise InvalidInput("on", "'log' needs the interaction log, which this client does not keep (log_interactions=False)")
-            cases = log_answer_cases(self.log, self.bank)
+            cases: list[Any] = log_answer_cases(self.log, self.bank) if role == "answerer" else log_manager_cases(self.log, self.bank)
             if not cases:
-                raise InvalidInput("on", "the interaction log holds no judged answer (client.feedback with a gold or correct=True) to replay")
+                raise InvalidInput("on", f"the interaction log holds no judged answer (client.feedback with a gold or correct=True) {'to replay' if role == 'answerer' else 'citing a memory an ingest with facts wrote'}")
             return cases
+        if role == "manager":
+            raise InvalidInput("on", f"the manager's gate replays the app's own traffic: 'log' or a list of ManagerCase, got {str(on)!r}")
+        if str(on) == "locomo-val":
+            return locomo_answer_cases(self._embedder, split="val", k=k or self.config.answer_k)
         if not isinstance(on, (str, os.PathLike)) or not Path(on).is_file():
             raise InvalidInput("on", f"expected 'locomo-val', 'log', a JSONL file of states or a list of AnswerCase, got {str(on)!r}")
         return load_answer_cases(on)
+
+    def _replay_options(self) -> dict[str, Any]:
+        """What a manager replay holds frozen: the answerer serving now and the client's sizes."""
+        return {"answerer": self._policies.active().answerer, "embedder": self.bank.embedder, "related_k": self.config.related_k, "answer_k": self.config.answer_k}
 
     def _promotion(self, role: str, version: str, incumbent: str, decision: Any, force: bool) -> Any:
         from memsdk.registry import Promotion

@@ -59,7 +59,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
             try:
                 switch = self._policies.plan(role, version)
                 await self._load(switch)
-                self._policies.commit(switch)
+                self._policies.commit(switch, starting=True)
             except MemsdkError as exc:
                 log.warning("could not restore %s %s at start, using base: %s", role, version, exc)
         return self
@@ -206,11 +206,14 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
 
     async def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: GateStates = "locomo-val", config: GateConfig = GateConfig(), k: int | None = None) -> GateDecision:
         self._check_open()
-        from memsdk.eval.replay import areplay_answerer  # memsdk.eval imports the clients
+        from memsdk.eval.replay import areplay_answerer, areplay_manager  # memsdk.eval imports the clients
 
         incumbent = against or self._incumbent(role)
         cases = await asyncio.to_thread(self._gate_cases, role, on, k)
-        sides = [await areplay_answerer(self._policies.build(await self._loaded(role, v)), v, cases) for v in (version, incumbent)]
+        if role == "answerer":
+            sides = [await areplay_answerer(self._policies.build(await self._loaded(role, v)), v, cases) for v in (version, incumbent)]
+        else:
+            sides = [await areplay_manager(self._policies.build(await self._loaded(role, v)), v, cases, **self._replay_options()) for v in (version, incumbent)]
         decision = decide(role, sides[0], sides[1], on=gate_label(on), config=config)
         await asyncio.to_thread(self._policies.registry.record_decision, decision)
         return decision

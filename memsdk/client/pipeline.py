@@ -38,6 +38,7 @@ from memsdk.llm.base import Completion
 from memsdk.interactions.types import AppliedOp
 from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall, PolicyStats
 from memsdk.policies.base import Call, Chat, Done, Lookup, R, Steps, resume
+from memsdk.policies.base import achat
 from memsdk.policies.base import chat as run_chat
 from memsdk.policies.grounding import cited_turns
 from memsdk.policies.manager import check_ops
@@ -48,7 +49,7 @@ from memsdk.bank.transition import Transition
 from memsdk.dates import parse_when
 from memsdk.types import Actor, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn
 
-__all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Search", "Apply", "Chat", "Call", "Effect", "decided", "drive", "related_steps", "core_steps", "applied_ops", "IngestOutcome", "WriteOutcome", "AnswerOutcome", "ingest_steps", "write_steps", "answer_steps"]
+__all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "resume", "ActivePolicies", "Search", "Apply", "Chat", "Call", "Effect", "decided", "drive", "adrive", "related_steps", "core_steps", "applied_ops", "IngestOutcome", "WriteOutcome", "AnswerOutcome", "ingest_steps", "write_steps", "answer_steps"]
 
 
 log = logging.getLogger("memsdk.policies")
@@ -144,24 +145,40 @@ def _in_place(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
     return call
 
 
+def _on_bank(step: Effect, bank: MemoryBank) -> Any:
+    """A `Search`, `Apply` or `Call` effect run against ``bank`` in place (no client)."""
+    if isinstance(step, Search):
+        return [h for scope in step.scopes for h in bank.search(scope, step.query, limit=step.limit_each, tier=step.tier, hybrid=step.hybrid)]
+    if isinstance(step, Apply):
+        return bank.apply(step.scope, step.ops, actor=step.actor)
+    if isinstance(step, Call):
+        return step.fn(*step.args, **step.kwargs)
+    raise TypeError(f"unknown effect {step!r}")
+
+
 def drive(steps: Generator[Effect, Any, R], bank: MemoryBank, chat: Callable[[Chat], Completion] = run_chat) -> R:
     """Run a pipeline against ``bank`` with blocking calls and no client, as `MemoryClient`
-    runs it (a failed effect is thrown back into the pipeline): what the trainers use over a
-    forked bank. ``chat`` answers the policies' `Chat` requests (a trainer samples them from
-    the policy it trains); a `Call` runs in place."""
+    runs it (a failed effect is thrown back into the pipeline): what the trainers and the
+    release gate use over a forked bank. ``chat`` answers the policies' `Chat` requests (a
+    trainer samples them from the policy it trains); a `Call` runs in place."""
     step = resume(steps)
     while not isinstance(step, Done):
         try:
-            if isinstance(step, Search):
-                result: Any = [h for scope in step.scopes for h in bank.search(scope, step.query, limit=step.limit_each, tier=step.tier, hybrid=step.hybrid)]
-            elif isinstance(step, Apply):
-                result = bank.apply(step.scope, step.ops, actor=step.actor)
-            elif isinstance(step, Chat):
-                result = chat(step)
-            elif isinstance(step, Call):
-                result = step.fn(*step.args, **step.kwargs)
-            else:
-                raise TypeError(f"unknown effect {step!r}")
+            result = chat(step) if isinstance(step, Chat) else _on_bank(step, bank)
+        except MemsdkError as exc:
+            step = resume(steps, error=exc)
+            continue
+        step = resume(steps, result)
+    return step.value
+
+
+async def adrive(steps: Generator[Effect, Any, R], bank: MemoryBank) -> R:
+    """`drive` with the `Chat` requests awaited on their async backends (`AsyncMemoryClient`'s
+    gate); the bank's effects are quick in-memory work on a fork and run in place."""
+    step = resume(steps)
+    while not isinstance(step, Done):
+        try:
+            result = await achat(step) if isinstance(step, Chat) else _on_bank(step, bank)
         except MemsdkError as exc:
             step = resume(steps, error=exc)
             continue

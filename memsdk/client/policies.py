@@ -96,6 +96,10 @@ class Backends(Generic[B]):
         with self._lock:
             return list(self._made.values())
 
+    @property
+    def injected(self) -> bool:
+        return self._injected is not None
+
     def made_default(self) -> B | None:
         """The default backend if it exists (injected or already made), else None."""
         if self._injected is not None:
@@ -156,11 +160,13 @@ class PolicySet(Generic[B]):
     def __init__(self, backends: Backends[B], config: ClientConfig, registry: PolicyRegistry, state_path: Path) -> None:
         self.backends, self._config, self.registry, self._state_path = backends, config, registry, state_path
         self._lock = threading.Lock()
-        self._choices = choices = RolePolicies.of(config.policies)
+        # "auto" needs the model: known only when the client makes the backend itself
+        self._choices = choices = RolePolicies.of(config.policies, model=None if backends.injected else config.model)
         self._served = {role: _resolve(role, choices[role]) for role in ROLES}
         self._reader: LLMReader | WindowReader | None = None
         self._versions = {role: BASE_VERSION for role in ROLES}
         self._history: dict[str, list[str]] = {role: [] for role in ROLES}
+        self._chosen: set[str] = set()  # roles whose version a caller switched, as opposed to one the client started on
         self._policies = {role: self._checked_build(role) for role in ROLES}
         # Mem-alpha's writer serves the base model: it is not a registry role yet, so it has
         # no versions to switch between; its spec says where it runs and with which prompt
@@ -320,13 +326,17 @@ class PolicySet(Generic[B]):
         """The policy object a switch would serve, without serving it (the release gate's candidate)."""
         return self._build(switch.role, switch.adapter_name, switch.prompt)
 
-    def commit(self, switch: Switch, *, rollback: bool = False) -> None:
+    def commit(self, switch: Switch, *, rollback: bool = False, starting: bool = False) -> None:
+        """Serve ``switch``. ``starting``: the version a client starts on (restored, pinned or
+        packaged), which is no switch: the history stays as saved and nobody chose it now."""
         policy = self.build(switch)
         with self._lock:
             if rollback:
                 self._history[switch.role].pop()
-            else:
+            elif not starting:
                 self._history[switch.role].append(self._versions[switch.role])
+            if not starting:
+                self._chosen.add(switch.role)
             self._versions[switch.role] = switch.version
             self._policies[switch.role] = policy
             self._save()
@@ -336,21 +346,39 @@ class PolicySet(Generic[B]):
 
     def _save(self) -> None:
         tmp = self._state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"versions": self._versions, "history": self._history}))
+        tmp.write_text(json.dumps({"versions": self._versions, "history": self._history, "chosen": sorted(self._chosen)}))
         tmp.replace(self._state_path)
 
     def saved_versions(self) -> dict[str, str]:
-        """Versions active when the client last ran (restored at start)."""
+        """Versions active when the client last ran (restored at start): any a caller chose
+        (``base`` included: a switch back to it is a choice that outlives a restart), and any
+        other than ``base`` (state files from before ``chosen`` was recorded)."""
         try:
             data = json.loads(self._state_path.read_text())
         except (FileNotFoundError, ValueError):
             return {}
         llm = [r for r in ROLES if self._served[r].kind == "llm"]  # a role now heuristic or rules has no versions
         self._history.update({r: list(v) for r, v in data.get("history", {}).items() if r in llm})
-        return {r: v for r, v in data.get("versions", {}).items() if r in llm and v != BASE_VERSION}
+        self._chosen = {r for r in data.get("chosen", []) if r in llm}
+        return {r: v for r, v in data.get("versions", {}).items() if r in llm and (r in self._chosen or v != BASE_VERSION)}
+
+    def packaged_version(self, role: str) -> str | None:
+        """The packaged adapter this role serves when nothing else was chosen: the built-in
+        policy with its default prompt, on a backend the client makes itself (an injected
+        one's model is not known), over the model the adapter was trained on."""
+        served = self._served[role]
+        spec = served.spec
+        if spec is None or served.custom is not None or spec.prompt is not None or spec.backend is not None:
+            return None
+        if self.backends.injected and not spec.overrides_endpoint:
+            return None
+        manifest = self.registry.packaged_default(role, spec.model or self._config.model)
+        return manifest.version if manifest is not None else None
 
     def start_versions(self) -> dict[str, str]:
-        """Versions to serve at start: a spec's pinned ``version``, else the saved one."""
+        """Versions to serve at start: a spec's pinned ``version``, else the saved one (a
+        switch back to ``base`` included), else the role's packaged adapter."""
         saved = self.saved_versions()
         pinned = {r: s.spec.version for r, s in self._served.items() if s.spec is not None and s.spec.version is not None}
-        return {**saved, **pinned}
+        packaged = {r: v for r in ROLES if (v := self.packaged_version(r)) is not None}
+        return {r: v for r, v in {**packaged, **saved, **pinned}.items() if v != BASE_VERSION}

@@ -223,15 +223,19 @@ class MemoryClient(BaseClient[LoRABackend]):
     def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: GateStates = "locomo-val", config: GateConfig = GateConfig(), k: int | None = None) -> GateDecision:
         """The release gate's comparison: ``version`` and the incumbent (``against``, default
         the version serving now) replay the same states (``on``: ``"locomo-val"``, ``"log"`` for the
-        app's own judged answers, a JSONL file, or a list of `AnswerCase`; see `memsdk.eval.replay`); the paired decision is recorded beside the
-        candidate's manifest and returned. Nothing is switched. ``k``: memories per ``locomo-val``
+        app's own judged answers, a JSONL file, or a list of `AnswerCase`; for the manager ``"log"``
+        or a list of `ManagerCase`, judged by the answerer serving now; see `memsdk.eval.replay`);
+        the paired decision is recorded beside the candidate's manifest and returned. Nothing is switched. ``k``: memories per ``locomo-val``
         state, by default the client's ``answer_k`` (what an answer is shown when it serves)."""
         self._check_open()
-        from memsdk.eval.replay import replay_answerer  # memsdk.eval imports the clients
+        from memsdk.eval.replay import replay_answerer, replay_manager  # memsdk.eval imports the clients
 
         incumbent = against or self._incumbent(role)
         cases = self._gate_cases(role, on, k)
-        sides = [replay_answerer(self._policies.build(self._loaded(role, v)), v, cases) for v in (version, incumbent)]
+        if role == "answerer":
+            sides = [replay_answerer(self._policies.build(self._loaded(role, v)), v, cases) for v in (version, incumbent)]
+        else:
+            sides = [replay_manager(self._policies.build(self._loaded(role, v)), v, cases, **self._replay_options()) for v in (version, incumbent)]
         decision = decide(role, sides[0], sides[1], on=gate_label(on), config=config)
         self._policies.registry.record_decision(decision)
         return decision
@@ -268,7 +272,7 @@ class MemoryClient(BaseClient[LoRABackend]):
             try:
                 switch = self._policies.plan(role, version)
                 self._load(switch)
-                self._policies.commit(switch)
+                self._policies.commit(switch, starting=True)
             except MemsdkError as exc:
                 log.warning("could not restore %s %s at start, using base: %s", role, version, exc)
 

@@ -16,6 +16,16 @@ reward difference is the policy's alone. Sources:
 
 `replay_answerer` runs a version over the states: the reward is token F1 against the gold
 (LoCoMo's scoring), and the guard metric is the share of replies the reader lost.
+
+A manager state (`ManagerCase`, Memory-R1's q_mem = (x, M_old)) comes from the log only
+(`log_manager_cases`): a logged ingest whose memories a judged answer later cited, with the
+scope as it stood just before that ingest (`MemoryBank.as_of`), the facts the extractor took
+from the turn, and those judged questions. `replay_manager` forks the scope, runs the
+runtime's own ingest loop on the fork with the logged facts (the turn into the episodic tier,
+then related memories -> the version's manager -> apply), and answers the questions from the
+fork with the frozen answerer: the reward is their mean F1, and the guards are the share of
+unparseable replies and of facts whose ops were refused. Both versions start from the same
+fork and are judged by the same answerer, so the difference is the manager's alone.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,12 +51,20 @@ from memsdk.errors import InvalidInput
 from memsdk.eval.scoring import bleu1, evidence_ids, exact_match, token_f1
 from memsdk.interactions import InteractionLog, Trajectory
 from memsdk.policies import Answer, Answerer
-from memsdk.client.pipeline import decided
+from memsdk.bank.snapshot import BankSnapshot
+from memsdk.client.pipeline import ActivePolicies, IngestOutcome, adrive, answer_steps, decided, drive, ingest_steps
+from memsdk.policies import Extraction, Manager
 from memsdk.policies.base import arun, run
 from memsdk.registry.gate import SideResult
 from memsdk.types import MemoryRecord, Scope, ScoredMemory, Turn, content_hash, utcnow
 
-__all__ = ["AnswerCase", "answer_cases", "locomo_answer_cases", "log_answer_cases", "judged_gold", "load_answer_cases", "replay_answerer", "areplay_answerer"]
+__all__ = [
+    "AnswerCase", "answer_cases", "locomo_answer_cases", "log_answer_cases", "judged_gold", "load_answer_cases", "replay_answerer", "areplay_answerer",
+    "ManagerCase", "log_manager_cases", "replay_manager", "areplay_manager",
+]  # fmt: skip
+
+
+C = TypeVar("C")
 
 
 @dataclass(frozen=True)
@@ -121,6 +139,112 @@ def log_answer_cases(log: InteractionLog, bank: MemoryBank, *, scope: Scope | No
     return cases
 
 
+@dataclass(frozen=True)
+class ManagerCase:
+    """One logged ingest as a manager state: ``before`` is the scope just before it."""
+
+    key: str
+    before: BankSnapshot
+    turn: Turn
+    context: tuple[Turn, ...]
+    facts: tuple[str, ...]
+    #: (question, gold) of the judged answers that cited a memory this ingest wrote
+    qa: tuple[tuple[str, str], ...]
+
+    @property
+    def scope(self) -> Scope:
+        return self.before.scope
+
+
+def log_manager_cases(log: InteractionLog, bank: MemoryBank, *, scope: Scope | None = None) -> list[ManagerCase]:
+    """One state per logged ingest with facts whose written memories (its episodic turn
+    included: answers cite the turn itself too) a later judged answer of the same scope cited
+    as evidence. Keys are ``log/<ingest id>``, stable across calls."""
+    trajectories = list(log.read(scope=scope))
+    answers = [t for t in trajectories if t.kind == "answer" and t.feedback]
+    cases = []
+    for t in trajectories:
+        if t.kind != "ingest" or not t.output.get("facts") or t.started_at is None:
+            continue
+        written = {str(op.memory_id) for op in t.ops if op.memory_id is not None and op.changed}
+        written |= {t.output["episodic_id"]} if t.output.get("episodic_id") else set()
+        qa = tuple(
+            (str(a.input["question"]), gold)
+            for a in answers
+            if a.scope == t.scope and a.created_at > t.created_at and written & set(a.output.get("evidence", [])) and (gold := judged_gold(a))
+        )
+        if qa:
+            before = bank.as_of(t.scope, t.started_at, inclusive=False)  # what the manager saw, not what it then wrote
+            context = tuple(Turn.model_validate(c) for c in t.input.get("context", []))
+            cases.append(ManagerCase(f"log/{t.id}", before, Turn.model_validate(t.input["turn"]), context, tuple(t.output["facts"]), qa))
+    return cases
+
+
+class _Logged:
+    """An extractor that states what the logged extractor stated: both versions of a manager
+    decide the same facts."""
+
+    role, version = "extractor", "logged"
+
+    def __init__(self, facts: Sequence[str]) -> None:
+        self.facts = list(facts)
+
+    def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
+        return Extraction(list(self.facts))
+
+
+def _manager_run(case: ManagerCase, manager: Manager, answerer: Answerer, version: str, related_k: int, answer_k: int) -> tuple[Any, list[Any]]:
+    """What one replay of ``case`` runs: the ingest loop, then one answer loop per question
+    (generators: each starts when driven, so the answers read the bank the ingest left)."""
+    active = ActivePolicies(extractor=_Logged(case.facts), manager=manager, answerer=answerer, versions={"extractor": "logged", "manager": version, "answerer": "frozen"})
+    ingest = ingest_steps(case.turn, case.context, case.scope, active, related_k)
+    return ingest, [answer_steps(q, [case.scope], active, answer_k) for q, _ in case.qa]
+
+
+def _manager_side(version: str, cases: Sequence[ManagerCase], runs: Sequence[tuple[IngestOutcome, list[Answer]]], latencies: Sequence[float]) -> SideResult:
+    n = max(1, len(cases))
+    calls = [c for outcome, _ in runs for c in outcome.calls]
+    facts = max(1, sum(len(c.facts) for c in cases))
+    return SideResult(
+        version=version,
+        rewards=[float(np.mean([token_f1(a.text, gold) for a, (_, gold) in zip(answers, c.qa)])) for (_, answers), c in zip(runs, cases)],
+        guards={
+            "parse_failure_rate": sum(c.parsed is None for c in calls) / max(1, len(calls)),
+            "rejected_op_rate": sum(len(outcome.failures) for outcome, _ in runs) / facts,
+        },
+        latency_p50_s=float(np.percentile(latencies, 50)) if latencies else 0.0,
+        latency_p95_s=float(np.percentile(latencies, 95)) if latencies else 0.0,
+        prompt_tokens=sum(c.prompt_tokens for c in calls) / n,
+        completion_tokens=sum(c.completion_tokens for c in calls) / n,
+    )
+
+
+def replay_manager(manager: Manager, version: str, cases: Sequence[ManagerCase], *, answerer: Answerer, embedder: Embedder, related_k: int = 5, answer_k: int = 60) -> SideResult:
+    """Mean answer F1 per state after the version's manager folded the state's facts into a
+    fork of its bank, with its unparseable replies and refused facts as guards."""
+    runs, latencies = [], []
+    for case in _bar(cases, version):
+        started = time.perf_counter()
+        fork = case.before.fork(embedder)
+        ingest, questions = _manager_run(case, manager, answerer, version, related_k, answer_k)
+        outcome = drive(ingest, fork)
+        latencies.append(time.perf_counter() - started)  # the manager's work, not the frozen answerer's
+        runs.append((outcome, [drive(q, fork).answer for q in questions]))
+    return _manager_side(version, cases, runs, latencies)
+
+
+async def areplay_manager(manager: Manager, version: str, cases: Sequence[ManagerCase], *, answerer: Answerer, embedder: Embedder, related_k: int = 5, answer_k: int = 60) -> SideResult:
+    runs, latencies = [], []
+    for case in _bar(cases, version):
+        started = time.perf_counter()
+        fork = case.before.fork(embedder)
+        ingest, questions = _manager_run(case, manager, answerer, version, related_k, answer_k)
+        outcome = await adrive(ingest, fork)
+        latencies.append(time.perf_counter() - started)
+        runs.append((outcome, [(await adrive(q, fork)).answer for q in questions]))
+    return _manager_side(version, cases, runs, latencies)
+
+
 def _memory(text: str, scope: Scope) -> ScoredMemory:
     now = utcnow()
     record = MemoryRecord(id=uuid.uuid4(), text=text, scope=scope, created_at=now, updated_at=now, version=1, content_hash=content_hash(text))
@@ -167,7 +291,7 @@ def _side(version: str, cases: Sequence[AnswerCase], answers: Sequence[Answer], 
     )
 
 
-def _bar(cases: Sequence[AnswerCase], version: str) -> Iterable[AnswerCase]:
+def _bar(cases: Sequence[C], version: str) -> Iterable[C]:
     """A progress bar on a terminal (a gate over LoCoMo validation with a CPU model takes
     many minutes); nothing when output is not a terminal."""
     return tqdm(cases, desc=f"gate {version}", unit="state", disable=None, leave=False)

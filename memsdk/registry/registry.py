@@ -12,6 +12,12 @@ of ``<role>/promotions.jsonl``, the role's audit trail. A watching client follow
 manifest published with ``promote=True`` (the trainers' old way), which the trail lists as
 a forced promotion at the manifest's time. It is read from the manifest rather than
 appended at publish, so a publish killed after its rename cannot leave it half promoted.
+
+A registry may also read a second, read-only root: the adapters shipped inside the package
+(`PACKAGED_DIR`, same layout). They are listed, loaded and gated like published versions, a
+published version of the same name shadows one, and nothing is ever written there: a gate
+decision about a packaged candidate goes under the registry's own root. `packaged_default`
+names the one a client serves when nothing else was chosen (README, *Defaults, measured*).
 """
 
 from __future__ import annotations
@@ -27,18 +33,21 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memsdk.errors import InvalidInput, PolicyError
+from memsdk.llm.models import model_key
 from memsdk.policies import llm_policy_class
 from memsdk.types import utcnow
 
 if TYPE_CHECKING:
     from memsdk.registry.gate import GateDecision
 
-__all__ = ["PolicyManifest", "PolicyRegistry", "Promotion", "ROLES", "BASE_VERSION"]
+__all__ = ["PolicyManifest", "PolicyRegistry", "Promotion", "ROLES", "BASE_VERSION", "PACKAGED_DIR", "model_key"]
 
 ROLES = ("extractor", "manager", "answerer")
 #: the version name of "no adapter": the base model with the shipped prompts
 BASE_VERSION = "base"
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: adapters trained by the project and shipped with it, as ``<role>/<version>/`` folders
+PACKAGED_DIR = Path(__file__).parent / "packaged"
 
 
 class PolicyManifest(BaseModel):
@@ -92,25 +101,40 @@ def _check_prompt(manifest: PolicyManifest) -> None:
 
 
 class PolicyRegistry:
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, packaged: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root)
+        self.packaged = Path(packaged) if packaged is not None else None
+
+    def _roots(self) -> list[Path]:
+        return [self.root] + ([self.packaged] if self.packaged is not None else [])
 
     def versions(self, role: str) -> list[PolicyManifest]:
-        """Published versions of a role, oldest first; unreadable folders are skipped."""
-        folder = self.root / role
-        found = []
-        for manifest in folder.glob("*/manifest.json") if folder.is_dir() else []:
-            if manifest.parent.name.startswith("."):
-                continue  # a publish in progress
-            try:
-                found.append(PolicyManifest.model_validate_json(manifest.read_text()))
-            except (ValidationError, OSError):
-                continue
-        return sorted(found, key=lambda m: m.created_at)
+        """Published (and packaged) versions of a role, oldest first; unreadable folders are skipped."""
+        found: dict[str, PolicyManifest] = {}
+        for root in reversed(self._roots()):  # the registry's own root last: its versions shadow packaged ones
+            folder = root / role
+            for manifest in folder.glob("*/manifest.json") if folder.is_dir() else []:
+                if manifest.parent.name.startswith("."):
+                    continue  # a publish in progress
+                try:
+                    found[manifest.parent.name] = PolicyManifest.model_validate_json(manifest.read_text())
+                except (ValidationError, OSError):
+                    continue
+        return sorted(found.values(), key=lambda m: m.created_at)
+
+    def _home(self, role: str, version: str) -> Path:
+        """The root that holds ``role/version``: the registry's own, else the packaged one."""
+        for root in self._roots():
+            if (root / role / version / "manifest.json").exists():
+                return root
+        return self.root
+
+    def is_packaged(self, role: str, version: str) -> bool:
+        return self.packaged is not None and self._home(role, version) == self.packaged
 
     def get(self, role: str, version: str) -> PolicyManifest:
         _check(role, version)
-        path = self.root / role / version / "manifest.json"
+        path = self._home(role, version) / role / version / "manifest.json"
         try:
             return PolicyManifest.model_validate_json(path.read_text())
         except FileNotFoundError:
@@ -118,19 +142,27 @@ class PolicyRegistry:
         except ValidationError as exc:
             raise PolicyError(f"the manifest of {role} {version!r} is invalid: {exc.errors()[0]['msg']}") from None
 
+    def packaged_default(self, role: str, model: str) -> PolicyManifest | None:
+        """The newest packaged ``role`` adapter trained over ``model`` (`model_key`), or None."""
+        if self.packaged is None:
+            return None
+        shipped = [m for m in self.versions(role) if self.is_packaged(role, m.version) and model_key(m.base_model) == model_key(model)]
+        return shipped[-1] if shipped else None
+
     def latest(self, role: str, *, promotable_only: bool = False) -> PolicyManifest | None:
         candidates = [m for m in self.versions(role) if m.promote or not promotable_only]
         return candidates[-1] if candidates else None
 
     def adapter_dir(self, manifest: PolicyManifest) -> Path:
-        return manifest.adapter_dir(self.root)
+        return manifest.adapter_dir(self._home(manifest.role, manifest.version))
 
     # -- the release gate's records -----------------------------------------------------------
 
     def record_decision(self, decision: GateDecision) -> Path:
         """Write a `gate.GateDecision` beside its candidate's manifest (``gate.json``)."""
         self.get(decision.role, decision.candidate.version)  # a published candidate only
-        path = self.root / decision.role / decision.candidate.version / "gate.json"
+        path = self.root / decision.role / decision.candidate.version / "gate.json"  # never into the package
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(decision.model_dump_json(indent=2))
         tmp.replace(path)
@@ -141,7 +173,8 @@ class PolicyRegistry:
         from memsdk.registry.gate import GateDecision
 
         _check(role, version)
-        path = self.root / role / version / "gate.json"
+        own = self.root / role / version / "gate.json"
+        path = own if own.exists() else self._home(role, version) / role / version / "gate.json"
         try:
             return GateDecision.model_validate_json(path.read_text())
         except FileNotFoundError:
@@ -189,7 +222,7 @@ class PolicyRegistry:
         if not (source / "adapter_config.json").exists():
             raise InvalidInput("adapter_dir", f"{source} is not a peft adapter folder (no adapter_config.json)")
         final = self.root / manifest.role / manifest.version
-        if final.exists():
+        if final.exists() or self.is_packaged(manifest.role, manifest.version):
             raise InvalidInput("version", f"{manifest.role} {manifest.version!r} is already published")
         tmp = final.with_name(f".{manifest.version}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)

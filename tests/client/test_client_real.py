@@ -84,7 +84,7 @@ def test_embedded_default_end_to_end(tmp_path: Path, transformers_backend) -> No
 @pytest.mark.vllm
 def test_vllm_server_end_to_end(tmp_path: Path, vllm_server) -> None:
     def make() -> MemoryClient:
-        return MemoryClient(data_dir=tmp_path, llm_base_url=vllm_server.base_url, model="smollm2")
+        return MemoryClient(data_dir=tmp_path, llm_base_url=vllm_server.base_url, model="smollm2", policies="llm")
 
     with make() as client:
         assert client.policies["manager"].model == "smollm2"
@@ -136,7 +136,8 @@ def test_hot_swap_in_process(tmp_path: Path, smollm2_dir: Path, lora_adapter_dir
 
 @pytest.mark.vllm
 def test_hot_swap_on_the_vllm_server(tmp_path: Path, vllm_server, lora_adapter_dir: Path) -> None:
-    with MemoryClient(data_dir=tmp_path / "d", llm_base_url=vllm_server.base_url, checkpoint_dir=tmp_path / "ckpt") as client:
+    # from base, not the packaged adapter the client would start on: the comparison is base vs lora1
+    with MemoryClient(data_dir=tmp_path / "d", llm_base_url=vllm_server.base_url, checkpoint_dir=tmp_path / "ckpt", packaged_adapters=False) as client:
         swap_and_compare(client, lora_adapter_dir, tmp_path / "ckpt")
         backend = client._backend
         assert "answerer-lora1" in backend.list_models()  # loaded on the server by /v1/load_lora_adapter
@@ -145,3 +146,34 @@ def test_hot_swap_on_the_vllm_server(tmp_path: Path, vllm_server, lora_adapter_d
 
 def test_sampling_params_default_is_greedy() -> None:
     assert SamplingParams().temperature == 0.0  # the swap comparison relies on deterministic decoding
+
+
+def assert_serves_the_packaged_answerer(client: MemoryClient) -> None:
+    """A client that made its SmolLM2 backend itself starts on the answerer adapter the package
+    ships, and answers through it: the logged call names the adapter, the answer is bounded."""
+    shipped = client.registry.packaged_default("answerer", "smollm2")
+    assert shipped is not None and client.registry.is_packaged("answerer", shipped.version)
+    assert client.policies["answerer"].version == shipped.version and client.policies["answerer"].model == f"answerer-{shipped.version}"
+    client.add("Caroline went to a support group on 7 May 2023", scope=SPEAKERS[0])
+    a = client.answer("When did Caroline go to the support group?", scope=SPEAKERS[0])
+    call = next(iter(client.log.read(kind="answer"))).calls[0]
+    assert a.policy_versions["answerer"] == shipped.version and call["policy_version"].endswith(f"@answerer-{shipped.version}")
+    assert len(a.text) <= 100
+
+
+@pytest.mark.slow
+def test_the_packaged_answerer_serves_in_process_by_default(tmp_path: Path) -> None:
+    policies = {"extractor": "heuristic", "manager": "heuristic", "answerer": "llm"}
+    with MemoryClient(data_dir=tmp_path / "d", policies=policies) as client:
+        assert_serves_the_packaged_answerer(client)
+        client.use_policy("answerer", "base")  # the user's choice: kept across a restart
+    with MemoryClient(data_dir=tmp_path / "d", policies=policies) as client:
+        assert client.policies["answerer"].version == "base"
+    with MemoryClient(data_dir=tmp_path / "e", policies=policies, packaged_adapters=False) as client:
+        assert client.policies["answerer"].version == "base" and client.registry.packaged_default("answerer", "smollm2") is None
+
+
+@pytest.mark.vllm
+def test_the_packaged_answerer_serves_on_the_vllm_server_by_default(tmp_path: Path, vllm_server) -> None:
+    with MemoryClient(data_dir=tmp_path / "d", llm_base_url=vllm_server.base_url) as client:
+        assert_serves_the_packaged_answerer(client)

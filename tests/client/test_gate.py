@@ -16,7 +16,7 @@ from memsdk import AsyncMemoryClient, GateFailed, InvalidInput
 from memsdk.cli import main as cli
 from memsdk.embedding import HashEmbedder
 
-from .test_policy_swap import AdapterBackend, publish
+from .test_policy_swap import AdapterBackend, async_twin, publish
 
 
 def states(path: Path, gold: str, n: int = 12) -> Path:
@@ -84,9 +84,9 @@ def test_watchers_follow_promotions_not_publications(gated, make_client) -> None
     assert watcher.policies["answerer"].version == "good"
 
 
-def test_only_the_answerer_is_replayed_and_states_are_validated(gated, tmp_path) -> None:
+def test_answerer_states_are_validated(gated, tmp_path) -> None:
     client, _, _, on = gated
-    with pytest.raises(InvalidInput, match="answerer so far"):
+    with pytest.raises(InvalidInput, match="app's own traffic"):  # the manager's gate: tests/client/test_gate_manager.py
         client.evaluate_policy("manager", "v1", on=on)
     with pytest.raises(InvalidInput, match="locomo-val"):
         client.evaluate_policy("answerer", "good", on=tmp_path / "missing.jsonl")
@@ -120,16 +120,7 @@ def test_the_cli_shows_decisions_and_fails_a_failing_gate(tmp_path, capsys, monk
 
 
 def test_the_async_twin_gates_the_same_way(tmp_path) -> None:
-    class AsyncAdapter(AdapterBackend):
-        async def chat(self, *a, **kw):  # type: ignore[override]
-            return AdapterBackend.chat(self, *a, **kw)
-
-        async def load_lora_adapter(self, *a, **kw):  # type: ignore[override]
-            return AdapterBackend.load_lora_adapter(self, *a, **kw)
-
-        async def aclose(self) -> None:
-            pass
-
+    AsyncAdapter = async_twin(AdapterBackend)
     ckpt = tmp_path / "ckpt"
     for version in ("good", "bad"):
         publish(ckpt, "answerer", version)

@@ -65,6 +65,22 @@ class RecordingBackend(AdapterBackend):
         return Completion(model=model or self.model, choices=[Choice(text=self.REPLIES[prefix][len(prefix) :])], prompt_tokens=10, completion_tokens=5)
 
 
+def async_twin(cls: type[AdapterBackend]) -> type:
+    """A scripted backend as an async one: the same replies and loads, awaited."""
+
+    class Async(cls):  # type: ignore[misc, valid-type]
+        async def chat(self, *a, **kw):  # type: ignore[override]
+            return cls.chat(self, *a, **kw)
+
+        async def load_lora_adapter(self, *a, **kw):  # type: ignore[override]
+            return cls.load_lora_adapter(self, *a, **kw)
+
+        async def aclose(self) -> None:
+            pass
+
+    return Async
+
+
 def publish(root: Path, role: str, version: str, *, promote: bool = False, prompt: str | None = None) -> None:
     adapter = root.parent / f"adapter-{role}-{version}"
     adapter.mkdir(parents=True, exist_ok=True)

@@ -217,6 +217,7 @@ def settings(tmp_path: Path, url: str, fault: Fault, writer: bool) -> dict[str, 
         "data_dir": tmp_path / "d",
         "embedder": HashEmbedder(64),
         "llm_base_url": url,
+        "policies": "llm",  # every role on the faulty server (the default over SmolLM2 sends it only the answerer)
         "llm_timeout_s": fault.timeout_s,
         "fallback_to_heuristic": fault.fallback,
         "writer": writer,

@@ -38,12 +38,12 @@ def judged_log(client: MemoryClient, n: int, gold: str) -> None:
     client.feedback(client.answer("anything else?", scope=SAM).answer_id, correct=False)
 
 
-def publishing(version_seen: list[Job]) -> Any:
+def publishing(version_seen: list[Job], role: str = "answerer") -> Any:
     """A trainer that "trains" by publishing an adapter under the job's version (test_policy_swap's `publish`)."""
 
     def run(job: Job) -> dict[str, Any]:
         version_seen.append(job)
-        publish(job.registry_dir, "answerer", job.version)
+        publish(job.registry_dir, role, job.version)
         return {"steps": 0}
 
     return run
@@ -150,3 +150,46 @@ def test_memsdk_train_without_the_training_package_says_what_to_install(capsys: 
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kw: [])  # as if memsdk[training] were not installed
     assert memsdk_cli(["train", "answerer", "--from-log", "anywhere"]) == 2
     assert "pip install 'memsdk[training]'" in capsys.readouterr().err
+
+
+
+def test_the_manager_is_retrained_from_the_ingests_judged_answers_cited(tmp_path: Path) -> None:
+    """`retrain(role="manager")`: the held-out logged ingests are replayed through the
+    candidate and the serving manager (test_gate_manager's scripted replies: "good" keeps
+    each fact, base keeps none); the candidate serves only if it wins there."""
+    from memsdk.eval.replay import ManagerCase
+
+    from ..client.test_gate_manager import FactAnswerer, ManagerBackend, judged_traffic
+
+    policies = {"extractor": "heuristic", "manager": "llm", "answerer": FactAnswerer()}
+    with MemoryClient(data_dir=tmp_path / "app", embedder=HashEmbedder(64), backend=ManagerBackend(), policies=policies) as client:
+        judged_traffic(client)
+        jobs: list[Job] = []
+        bad = retrain(client, RetrainConfig(role="manager", version="bad", holdout=0.5), trainer=publishing(jobs, "manager"))
+        assert not bad.promoted and bad.decision.role == "manager" and bad.decision.paired.ties == bad.held_out_states == 3
+        good = retrain(client, RetrainConfig(role="manager", version="good", holdout=0.5), trainer=publishing(jobs, "manager"))
+        assert good.promoted and good.decision.paired.wins == 3 and client.policies["manager"].version == "good"
+        assert all(isinstance(c, ManagerCase) for job in jobs for c in job.train) and len(jobs[0].train) == 3
+        with pytest.raises(InvalidInput, match="logged ingests cited by a judged answer, fewer than min_states=10"):
+            retrain(client, RetrainConfig(role="manager", version="v", min_states=10), trainer=publishing([], "manager"))
+
+
+@pytest.mark.slow  # trains a tiny model's manager for real on logged ingests and gates it in-process
+def test_the_real_manager_recipe_trains_on_the_log_and_is_gated(tmp_path: Path) -> None:
+    torch.set_num_threads(1)
+    model = make_format_model(tmp_path / "tiny")
+    config = tmp_path / "manager.json"
+    config.write_text(json.dumps({
+        "model_path": str(model), "num_threads": 1, "embedder": "hash", "answerer": "extractive", "group_size": 2, "prompts_per_step": 1,
+        "max_tokens": 8, "steps": 1, "progress": False, "warm_start_steps": 0,
+    }))  # fmt: skip
+    from ..client.test_gate_manager import judged_traffic
+
+    policies = {"extractor": "heuristic", "manager": "llm", "answerer": "heuristic"}
+    with TransformersBackend(model, num_threads=1) as backend, MemoryClient(data_dir=tmp_path / "app", embedder=HashEmbedder(64), backend=backend, policies=policies) as client:
+        judged_traffic(client)
+        result = retrain(client, RetrainConfig(role="manager", version="tiny-m1", recipe_config=str(config), min_states=2))
+        assert result.training["steps"] == 1 and result.train_states + result.held_out_states >= 2
+        assert client.registry.decision("manager", "tiny-m1") == result.decision  # recorded whatever it says
+        assert result.promoted == result.decision.passed
+        assert client.policies["manager"].version == ("tiny-m1" if result.promoted else "base")

@@ -18,7 +18,7 @@ memagent_env MemAgent: a document read chunk by chunk by the runtime's reader, a
 
 from .answering import Metric, QAOutcome, answer_questions, mean_score, sample_qa
 from .episodes import Episode, EpisodeConfig, EpisodeRollout, EpisodeRunner, Session, SessionOutcome, chunks, sample_episode_qa, word_count
-from .from_log import log_states
+from .from_log import log_states, manager_states
 from .deltamem_targets import TargetTriple, correction_triples, heuristic_teacher, llm_teacher, locomo_triples, teacher_triples
 from .locomo import Split, conversation, locomo_episode, locomo_path, locomo_qa, locomo_sessions, locomo_states, sample_ids, session_date, split_of
 from .manager_env import EnvConfig, Group, ManagerEnv, Observation, Rollout, StepResult, apply_ops, retrieve_related
@@ -46,6 +46,7 @@ __all__ = [
     "answer_questions",
     "heuristic_teacher",
     "log_states",
+    "manager_states",
     "llm_teacher",
     "apply_ops",
     "chunks",

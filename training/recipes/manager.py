@@ -100,13 +100,17 @@ class ManagerRecipe(Recipe[MemoryState]):
     role = "manager"
     config: ManagerGRPOConfig  # a ManagerPPOConfig makes the learner PPO with a value head
 
-    def __init__(self, config: ManagerGRPOConfig) -> None:
+    def __init__(self, config: ManagerGRPOConfig, *, states: tuple[Sequence[MemoryState], Sequence[MemoryState]] | None = None) -> None:
+        """``states``: (train, validation) to train on instead of LoCoMo's, e.g. an app's logged
+        ingests (`memsdk_training.env.log_states`, as `memsdk_training.retrain` does); their
+        snapshots must hold vectors of ``config.embedder``'s size."""
         super().__init__(config)
+        self.given = states
 
     def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[MemoryState]:
         embedder = make_embedder(self.config.embedder)
-        train, val = self.states(embedder)
-        return RecipeData(self.environment(policy, rollouts, embedder), train, val)
+        train, val = self.given if self.given is not None else self.states(embedder)
+        return RecipeData(self.environment(policy, rollouts, embedder), list(train), list(val))
 
     def published_roles(self) -> dict[str, str | None]:
         assert isinstance(self.data.sampler, ManagerGroups)

@@ -63,6 +63,6 @@ def test_published_checkpoint_changes_the_vllm_client(vllm_server, lora_adapter_
     _publish(lora_adapter_dir, tmp_path / "checkpoints")
     with MemoryClient(
         llm_base_url=vllm_server.base_url, model=vllm_server.served_model_name, embedder=HashEmbedder(64),
-        data_dir=tmp_path / "data", checkpoint_dir=tmp_path / "checkpoints",
+        data_dir=tmp_path / "data", checkpoint_dir=tmp_path / "checkpoints", policies="llm", packaged_adapters=False,
     ) as client:  # fmt: skip
         _check_swap(client)

@@ -1,0 +1,145 @@
+"""Adapters shipped inside the package: a second, read-only root of the registry, and the
+version a client starts on when nobody chose one (fake adapter folders, scripted backend)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memsdk import ClientConfig, InvalidInput
+from memsdk.client.policies import Backends, PolicySet
+from memsdk.policies.spec import LLMSpec
+from memsdk.registry import PolicyManifest, PolicyRegistry, model_key
+from memsdk.registry.gate import GateDecision, SideResult, decide
+
+from tests.client.test_policy_swap import AdapterBackend
+
+
+def shelve(root: Path, role: str, version: str, base_model: str = "smollm2", *, day: int = 1) -> Path:
+    """A manifest + adapter folder laid out as the package ships one."""
+    folder = root / role / version
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text(json.dumps({"r": 8}))
+    manifest = PolicyManifest(role=role, version=version, base_model=base_model, created_at=f"2026-11-{day:02d}T00:00:00Z")
+    (folder / "manifest.json").write_text(manifest.model_dump_json())
+    return folder
+
+
+@pytest.fixture
+def packaged(tmp_path: Path) -> Path:
+    root = tmp_path / "packaged"
+    shelve(root, "answerer", "locomo-v1", "HuggingFaceTB/SmolLM2-135M-Instruct")
+    return root
+
+
+def test_model_key_names_one_model_however_it_is_called() -> None:
+    names = ["smollm2", "SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", "/cache/models/SmolLM2-135M-Instruct/"]
+    assert {model_key(n) for n in names} == {"smollm2"}
+    assert model_key("Qwen/Qwen2.5-7B-Instruct") != "smollm2"
+
+
+def test_packaged_versions_are_listed_loaded_and_never_written(tmp_path: Path, packaged: Path) -> None:
+    registry = PolicyRegistry(tmp_path / "own", packaged=packaged)
+    assert [m.version for m in registry.versions("answerer")] == ["locomo-v1"]
+    assert registry.is_packaged("answerer", "locomo-v1")
+    manifest = registry.get("answerer", "locomo-v1")
+    assert registry.adapter_dir(manifest) == (packaged / "answerer" / "locomo-v1").resolve()
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    with pytest.raises(InvalidInput, match="already published"):  # a name the package holds
+        registry.publish(adapter, PolicyManifest(role="answerer", version="locomo-v1", base_model="smollm2"))
+    side = SideResult(version="locomo-v1", rewards=[0.5, 0.6], latency_p50_s=1.0, latency_p95_s=1.0)
+    registry.record_decision(decide("answerer", side, side.model_copy(update={"version": "base", "rewards": [0.1, 0.1]}), on="states"))
+    assert (tmp_path / "own" / "answerer" / "locomo-v1" / "gate.json").exists()
+    assert not (packaged / "answerer" / "locomo-v1" / "gate.json").exists()
+    assert registry.decision("answerer", "locomo-v1") is not None
+    assert [m.version for m in registry.versions("answerer")] == ["locomo-v1"]  # a gate.json alone is no version
+
+
+def test_the_packaged_decision_is_read_where_the_registry_has_none(tmp_path: Path, packaged: Path) -> None:
+    side = SideResult(version="locomo-v1", rewards=[0.5], latency_p50_s=1.0, latency_p95_s=1.0)
+    decision: GateDecision = decide("answerer", side, side.model_copy(update={"version": "base", "rewards": [0.1]}), on="locomo-val")
+    (packaged / "answerer" / "locomo-v1" / "gate.json").write_text(decision.model_dump_json())
+    found = PolicyRegistry(tmp_path / "own", packaged=packaged).decision("answerer", "locomo-v1")
+    assert found is not None and found.on == "locomo-val"
+
+
+def test_a_published_version_shadows_a_packaged_one_of_the_same_name(tmp_path: Path, packaged: Path) -> None:
+    shelve(tmp_path / "own", "answerer", "locomo-v1", "smollm2", day=20)
+    registry = PolicyRegistry(tmp_path / "own", packaged=packaged)
+    assert not registry.is_packaged("answerer", "locomo-v1")
+    assert registry.adapter_dir(registry.get("answerer", "locomo-v1")) == (tmp_path / "own" / "answerer" / "locomo-v1").resolve()
+    assert registry.packaged_default("answerer", "smollm2") is None  # the package's own was shadowed
+
+
+def test_packaged_default_is_the_newest_one_trained_over_the_model(tmp_path: Path, packaged: Path) -> None:
+    shelve(packaged, "answerer", "locomo-v2", "smollm2", day=15)
+    shelve(packaged, "answerer", "qwen-v1", "Qwen/Qwen2.5-7B-Instruct", day=28)
+    registry = PolicyRegistry(tmp_path / "own", packaged=packaged)
+    assert registry.packaged_default("answerer", "/cache/models/SmolLM2-135M-Instruct").version == "locomo-v2"
+    assert registry.packaged_default("answerer", "Qwen2.5-7B-Instruct").version == "qwen-v1"
+    assert registry.packaged_default("manager", "smollm2") is None
+    assert PolicyRegistry(tmp_path / "own").packaged_default("answerer", "smollm2") is None  # no packaged root: none
+
+
+def policy_set(tmp_path: Path, packaged: Path, *, injected: bool = False, **config) -> PolicySet:
+    c = ClientConfig(data_dir=tmp_path / "data", **config)
+    (tmp_path / "data").mkdir(exist_ok=True)
+    backends = Backends(c, lambda endpoint: AdapterBackend(), injected=AdapterBackend() if injected else None)
+    return PolicySet(backends, c, PolicyRegistry(c.checkpoints, packaged=packaged), c.data_dir / "active_policies.json")
+
+
+def test_a_client_starts_on_the_packaged_adapter_only_where_it_applies(tmp_path: Path, packaged: Path) -> None:
+    assert policy_set(tmp_path, packaged).start_versions() == {"answerer": "locomo-v1"}
+    assert policy_set(tmp_path, packaged, model="SmolLM2-135M-Instruct").start_versions() == {"answerer": "locomo-v1"}
+    assert policy_set(tmp_path, packaged, model="qwen2.5-7b").start_versions() == {}  # trained over another model
+    assert policy_set(tmp_path, packaged, injected=True).start_versions() == {}  # an injected backend's model is unknown
+    assert policy_set(tmp_path, packaged, policies={"answerer": "heuristic"}).start_versions() == {}
+    assert policy_set(tmp_path, packaged, policies={"answerer": LLMSpec(prompt="answerer/v2")}).start_versions() == {}  # not its prompt
+    assert policy_set(tmp_path, packaged, policies={"answerer": LLMSpec(version="base")}).start_versions() == {}  # pinned: the opt-out per role
+    assert policy_set(tmp_path, packaged, policies={"answerer": LLMSpec(model="qwen2.5-7b", base_url="http://x")}).start_versions() == {}
+
+
+def test_a_switch_back_to_base_outlives_a_restart_a_start_does_not(tmp_path: Path, packaged: Path) -> None:
+    state = tmp_path / "data" / "active_policies.json"
+    first = policy_set(tmp_path, packaged)
+    first.commit(first.plan("answerer", "locomo-v1"), starting=True)
+    assert json.loads(state.read_text())["chosen"] == []  # started on it: nobody chose it
+    assert policy_set(tmp_path, packaged).start_versions() == {"answerer": "locomo-v1"}
+    first.commit(first.plan("answerer", "base"))  # the user's choice
+    assert policy_set(tmp_path, packaged).start_versions() == {}
+    # a state file from before `chosen` was recorded: its base versions were nobody's choice
+    state.write_text(json.dumps({"versions": {"answerer": "base", "manager": "base", "extractor": "base"}, "history": {}}))
+    assert policy_set(tmp_path, packaged).start_versions() == {"answerer": "locomo-v1"}
+
+
+def test_every_packaged_file_ships_in_the_wheel() -> None:
+    """Each file of the packaged adapters is matched by a package-data glob of pyproject.toml
+    (else an installed memsdk would list a version whose adapter is missing)."""
+    import tomllib
+    from pathlib import PurePosixPath
+
+    from memsdk.registry import PACKAGED_DIR
+
+    root = PACKAGED_DIR.parents[1]  # memsdk/
+    globs = tomllib.loads((root.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["memsdk"]
+    shipped = [p for p in PACKAGED_DIR.rglob("*") if p.is_file()]
+    assert {"manifest.json", "adapter_config.json", "adapter_model.safetensors"} <= {p.name for p in shipped}
+    for path in shipped:
+        rel = PurePosixPath(path.relative_to(root).as_posix())
+        assert any(rel.match(g) and len(rel.parts) == len(PurePosixPath(g).parts) for g in globs), f"{rel} is not package data"
+
+
+def test_auto_serves_the_measured_defaults_for_the_model(tmp_path: Path, packaged: Path) -> None:
+    def kinds(ps: PolicySet) -> dict[str, str]:
+        return {role: ps.served(role).kind for role in ("extractor", "manager", "answerer")}
+
+    assert kinds(policy_set(tmp_path, packaged)) == {"extractor": "heuristic", "manager": "heuristic", "answerer": "llm"}
+    assert kinds(policy_set(tmp_path, packaged, model="/cache/SmolLM2-135M-Instruct")) == {"extractor": "heuristic", "manager": "heuristic", "answerer": "llm"}
+    bigger = policy_set(tmp_path, packaged, model="Qwen/Qwen2.5-7B-Instruct", llm_base_url="http://vllm:8000")
+    assert set(kinds(bigger).values()) == {"llm"} and bigger.start_versions() == {}  # a bigger served model: every role an LLM
+    assert set(kinds(policy_set(tmp_path, packaged, injected=True)).values()) == {"llm"}  # the caller's backend: its model is not known
+    assert set(kinds(policy_set(tmp_path, packaged, policies="llm")).values()) == {"llm"}  # asked for by name: as before
