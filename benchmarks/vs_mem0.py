@@ -19,7 +19,7 @@ What runs:
   each turn ingested in order, one scope / user per speaker, into:
     raw-rag           every turn stored verbatim (memsdk's bank, no LLM), dense + BM25 fused;
     memsdk-heuristic  ``MemoryClient(policies="heuristic")``;
-    memsdk-llm        ``MemoryClient()`` (default policies) against the server;
+    memsdk-llm        ``MemoryClient(backend=...)``: every role an LLM on the server (an injected backend);
     mem0              ``mem0ai`` 2.2.1 ``Memory`` (LLM: the server, embedder: the folder,
                       vector store: local Qdrant, telemetry off), the turn's dialogue id in
                       its metadata; it runs in .venv-mem0 as ``vs_mem0.py mem0-worker``, a
@@ -691,7 +691,7 @@ def targets(summaries: dict[str, Json]) -> str:
 def table(work: Json, summaries: dict[str, Json]) -> str:
     head = (f"### {work['dataset']}: {len(work['turns'])} turns ({work['sessions']} of {work['of_sessions']} sessions), "
             f"{len(work['questions'])} questions\n\n")  # fmt: skip
-    lines = ["| metric | memsdk (default, LLM) | memsdk (heuristic) | Mem0 2.2.1 | raw-turn RAG | LLM / Mem0 | heuristic / Mem0 |", "|---|---|---|---|---|---|---|"]
+    lines = ["| metric | memsdk (every role an LLM) | memsdk (heuristic) | Mem0 2.2.1 | raw-turn RAG | LLM / Mem0 | heuristic / Mem0 |", "|---|---|---|---|---|---|---|"]
     for label, key, spec in ROWS:
         v = [summaries.get(c, {}).get(key) for c in COLUMNS]
         lines.append(f"| {label} | " + " | ".join(fmt(x, spec) for x in v) + f" | {ratio(v[0], v[2])} | {ratio(v[1], v[2])} |")
