@@ -103,8 +103,12 @@ def test_the_cli_shows_decisions_and_fails_a_failing_gate(tmp_path, capsys, monk
     for version in ("good", "bad"):
         publish(data_dir / "checkpoints", "answerer", version)
     on = states(tmp_path / "states.jsonl", "answerer-good")
-    # the CLI builds its own client on the in-process default backend: give it the scripted one
+    # the CLI builds its own client on the in-process default backend: give it the scripted one,
+    # and no packaged adapter (a client that makes its SmolLM2 backend would start on it: base is the incumbent here)
+    import memsdk.client._base as base_module
+
     monkeypatch.setattr(sync.MemoryClient, "_make_backend", lambda self, endpoint: AdapterBackend())
+    monkeypatch.setattr(base_module, "PACKAGED_DIR", tmp_path / "no-packaged-adapters")
     base = ["--data-dir", str(data_dir)]
     assert cli([*base, "policies", "evaluate", "answerer", "bad", "--on", str(on)]) == 0
     shown = json.loads(capsys.readouterr().out)
