@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from memsdk import ClientConfig, InvalidInput
+import memsdk.client._base as client_base
+from memsdk import ClientConfig, InvalidInput, MemoryClient
 from memsdk.client.policies import Backends, PolicySet
+from memsdk.embedding import HashEmbedder
 from memsdk.policies.spec import LLMSpec
 from memsdk.registry import PolicyManifest, PolicyRegistry, model_key
 from memsdk.registry.gate import GateDecision, SideResult, decide
 
 from tests.client.test_policy_swap import AdapterBackend
+from tests.llm._stub_server import Reply, StubServer, chat_body
 
 
 def shelve(root: Path, role: str, version: str, base_model: str = "smollm2", *, day: int = 1) -> Path:
@@ -143,3 +146,24 @@ def test_auto_serves_the_measured_defaults_for_the_model(tmp_path: Path, package
     assert set(kinds(bigger).values()) == {"llm"} and bigger.start_versions() == {}  # a bigger served model: every role an LLM
     assert set(kinds(policy_set(tmp_path, packaged, injected=True)).values()) == {"llm"}  # the caller's backend: its model is not known
     assert set(kinds(policy_set(tmp_path, packaged, policies="llm")).values()) == {"llm"}  # asked for by name: as before
+
+
+def test_a_server_without_lora_starts_the_client_on_base_with_one_warning(tmp_path: Path, packaged: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """vLLM started without --enable-lora has no /v1/load_lora_adapter: the client still opens,
+    says once why it serves base, and answers on base."""
+    monkeypatch.setattr(client_base, "PACKAGED_DIR", packaged)
+    no_lora = Reply(404, {"object": "error", "message": "Not Found", "type": "NotFoundError", "code": 404})
+
+    def respond(body: object) -> Reply:
+        if isinstance(body, dict) and "messages" in body:
+            return Reply(body=chat_body(json.dumps({"answer": "Paris", "evidence": [0]})))
+        return no_lora
+
+    with StubServer([respond]) as stub, MemoryClient(data_dir=tmp_path / "d", embedder=HashEmbedder(64), llm_base_url=stub.url) as client:
+        client.add("Anne lives in Paris", scope={"user_id": "sam"})
+        answer = client.answer("Where does Anne live?", scope={"user_id": "sam"})
+        assert client.policies["answerer"].version == "base"
+        assert answer.text == "Paris" and not answer.fallback
+        assert [path for _, path, _ in stub.requests].count("/v1/load_lora_adapter") == 1  # a 404 is not retried
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "could not restore answerer locomo-v1" in warnings[0], warnings

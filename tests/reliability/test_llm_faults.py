@@ -218,6 +218,7 @@ def settings(tmp_path: Path, url: str, fault: Fault, writer: bool) -> dict[str, 
         "embedder": HashEmbedder(64),
         "llm_base_url": url,
         "policies": "llm",  # every role on the faulty server (the default over SmolLM2 sends it only the answerer)
+        "packaged_adapters": False,  # the faults are counted per chat request; a start-up adapter load is another test's
         "llm_timeout_s": fault.timeout_s,
         "fallback_to_heuristic": fault.fallback,
         "writer": writer,
