@@ -136,6 +136,19 @@ def test_every_packaged_file_ships_in_the_wheel() -> None:
         assert any(rel.match(g) and len(rel.parts) == len(PurePosixPath(g).parts) for g in globs), f"{rel} is not package data"
 
 
+def test_packaged_weights_are_fp16_and_small() -> None:
+    """What `benchmarks/train_answerer_cpu.py --package` writes: fp16 tensors, each file under
+    the repository's 5 MB limit (the fp32 adapter is 7.4 MB)."""
+    from safetensors import safe_open
+
+    from memsdk.registry import PACKAGED_DIR
+
+    for weights in PACKAGED_DIR.rglob("adapter_model.safetensors"):
+        assert weights.stat().st_size < 5_000_000, weights
+        with safe_open(str(weights), "pt") as f:
+            assert {f.get_slice(name).get_dtype() for name in f.keys()} == {"F16"}, weights
+
+
 def test_auto_serves_the_measured_defaults_for_the_model(tmp_path: Path, packaged: Path) -> None:
     def kinds(ps: PolicySet) -> dict[str, str]:
         return {role: ps.served(role).kind for role in ("extractor", "manager", "answerer")}
