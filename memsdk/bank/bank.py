@@ -198,7 +198,12 @@ class MemoryBank:
     # -- writes ---------------------------------------------------------------------------
 
     def apply(self, scope: ScopeLike, ops: Iterable[Op | dict[str, Any]], *, actor: Actor = API_ACTOR) -> Transition:
-        """Apply a batch of ops atomically: all of them, or (on any error) none."""
+        """Apply a batch of ops atomically: all of them, or (on any error) none.
+
+        A deleted episodic turn (a forget, a correction, `delete`) also leaves the indexes of the
+        turns that were indexed after it (`_unquote`), in its scope and its conversation's
+        other scopes: a search for what was forgotten must not find the reply that followed
+        it. That is done after the batch commits; a restore does not put it back."""
         scope = as_scope(scope)
         ops = as_ops(ops)
         targets = {str(op.target) for op in ops if op.target is not None}
@@ -212,6 +217,16 @@ class MemoryBank:
             # a context is indexed with the record it came with and stored nowhere
             contexts = {c.after.id: ops[c.index].context for c in transition.changes if c.op is OpType.ADD and c.after is not None and ops[c.index].context}
             self._commit(transition, vectors, contexts)
+            forgotten = {content_hash(r.text) for r in transition.deleted_turns}
+            if forgotten:
+                self._unquote(forgotten, [scope])
+        if forgotten and scope.run_id is not None:
+            # each sibling under its own lock, taken after this one is let go: two scopes
+            # forgetting at once must not wait on each other. A kill in between leaves a stale
+            # index, never a lost record; the next delete of the turn's siblings finishes it.
+            for sibling in self._siblings(scope):
+                with self._writing(sibling):
+                    self._unquote(forgotten, [sibling])
         return transition
 
     def restore(self, scope: ScopeLike, memory_id: uuid.UUID | str, *, actor: Actor = API_ACTOR) -> MemoryRecord:
@@ -314,24 +329,29 @@ class MemoryBank:
         scope = as_scope(scope)
         # every stripe, not just this scope's: the purge copies the whole shard and swaps it,
         # which must not happen under another scope's read-plan-write cycle
-        with self._writing_all(), self._store_lock:
+        with self._writing_all():
             n = self.transport.count(codec.memories(scope))
-            self._unquote(scope)
-            self.transport.delete(codec.scope_points(scope))  # one operation: a crash leaves all or none
-            self.transport.purge()
+            said = {content_hash(r.text) for r in self._scroll_records(codec.memories(scope, tier=Tier.EPISODIC.value))}
+            if said and scope.run_id is not None:  # without a run_id a context comes from the scope itself
+                self._unquote(said, self._siblings(scope))
+            with self._store_lock:
+                self.transport.delete(codec.scope_points(scope))  # one operation: a crash leaves all or none
+                self.transport.purge()
         return n
 
-    def _unquote(self, scope: Scope) -> None:
-        """Drop ``scope``'s turns from the contexts of its conversation's other scopes."""
-        if scope.run_id is None:  # a context comes from the same conversation: here, the scope itself
-            return
-        said = {content_hash(r.text) for r in self._scroll_records(codec.memories(scope, tier=Tier.EPISODIC.value))}
-        if not said:
-            return
-        siblings = [s for k in self.transport.scope_keys(MAX_SCOPES_LIMIT, include_deleted=True) if (s := _scope_of_key(k)).run_id == scope.run_id and s != scope]
-        quoting = [r for s in siblings for r in self._scroll_records(codec.memories(s, tier=Tier.EPISODIC.value)) if r.context_hash in said]
-        if quoting:  # indexed again from their own words; no history event: events never held it
-            self.transport.upsert(self._record_points([r.model_copy(update={"context_hash": None}) for r in quoting]))
+    def _siblings(self, scope: Scope) -> list[Scope]:
+        """The other scopes of ``scope``'s conversation (its ``run_id``), soft-deleted ones included."""
+        return [s for k in self.transport.scope_keys(MAX_SCOPES_LIMIT, include_deleted=True) if (s := _scope_of_key(k)).run_id == scope.run_id and s != scope]
+
+    def _unquote(self, said: set[str], scopes: Iterable[Scope]) -> None:
+        """Index again from their own words the episodic records of ``scopes`` that were indexed
+        after a text whose content hash is in ``said``; no history event: events never held it.
+        A scan of each scope's episodic tier: forgets and erases are rare, a scope's turns few."""
+        quoting = [r for s in scopes for r in self._scroll_records(codec.memories(s, tier=Tier.EPISODIC.value)) if r.context_hash in said]
+        if quoting:
+            points = self._record_points([r.model_copy(update={"context_hash": None}) for r in quoting])
+            with self._store_lock:
+                self.transport.upsert(points)
 
     def _scroll_records(self, where: Where) -> Iterator[MemoryRecord]:
         return (codec.decode_record(p) for p in self.transport.scroll(where))

@@ -101,6 +101,11 @@ class Transition:
     def events(self) -> list[HistoryEvent]:
         return [c.event for c in self.changes if c.event is not None]
 
+    @property
+    def deleted_turns(self) -> list[MemoryRecord]:
+        """The episodic turns the batch deleted (a forget, a correction, an API delete), as they were."""
+        return [c.before for c in self.changes if c.op is OpType.DELETE and c.changed and c.before is not None and c.before.tier is Tier.EPISODIC]
+
 
 def _check_limits(i: int, op: Op, limits: BankLimits) -> None:
     for name in ("text", "context"):

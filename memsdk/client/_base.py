@@ -24,6 +24,7 @@ from tqdm import tqdm
 from pydantic import ValidationError
 
 from memsdk.bank import MemoryBank, as_memory_id, as_query, as_scope
+from memsdk.bank.transition import Transition
 from memsdk.client.pipeline import ActivePolicies, AnswerOutcome, Apply, Effect, IngestOutcome, Search, applied_ops, ingest_steps, write_steps
 from memsdk.client.reading import ReadPlan, as_source, plan_read
 from memsdk.client.policies import B, Backends, Endpoint, PolicySet, Switch
@@ -322,7 +323,7 @@ class BaseClient(Generic[B]):
 
     def _apply(self, effect: Apply, timings: Timings) -> Any:
         with self._stage(timings, "store"):
-            return self.bank.apply(effect.scope, effect.ops, actor=effect.actor)
+            return self._uncontext(self.bank.apply(effect.scope, effect.ops, actor=effect.actor))
 
     def _record(self, trajectory: Trajectory, timings: Timings) -> Trajectory:
         if self.log is None:
@@ -452,7 +453,14 @@ class BaseClient(Generic[B]):
         return change.after
 
     def _delete(self, memory_id: uuid.UUID | str, scope: ScopeLike) -> MemoryRecord:
-        return self.bank.apply(scope, [Op.delete(as_memory_id(memory_id))], actor=API_ACTOR).records[0]
+        return self._uncontext(self.bank.apply(scope, [Op.delete(as_memory_id(memory_id))], actor=API_ACTOR)).records[0]
+
+    def _uncontext(self, transition: Transition) -> Transition:
+        """A deleted episodic turn (a forget, a correction) leaves the recent turns the next
+        ingest is shown, as the bank drops it from the indexes of the turns after it."""
+        if gone := {(r.scope.key, r.text) for r in transition.deleted_turns}:
+            self._drop_context(lambda s, t: (s.key, t.text) in gone)
+        return transition
 
     @staticmethod
     def _op(make: Callable[[], Op]) -> Op:
@@ -466,11 +474,15 @@ class BaseClient(Generic[B]):
         n = self.bank.delete_all(scope)
         if self.log is not None:
             self.log.erase(scope)
-        for recent in self._context.values():  # the scope's turns leave every conversation's context
-            kept = [(s, t) for s, t in recent if s.key != scope.key]
-            recent.clear()
-            recent.extend(kept)
+        self._drop_context(lambda s, t: s.key == scope.key)  # the scope's turns leave every conversation's context
         return n
+
+    def _drop_context(self, gone: Callable[[Scope, Turn], bool]) -> None:
+        for recent in self._context.values():
+            kept = [(s, t) for s, t in recent if not gone(s, t)]
+            if len(kept) < len(recent):
+                recent.clear()
+                recent.extend(kept)
 
     def _feedback(self, answer_id: uuid.UUID | str, correct: bool | None, gold: str | None) -> None:
         if self.log is None:

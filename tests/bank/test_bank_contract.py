@@ -188,6 +188,31 @@ def test_delete_all_unquotes_the_scope_from_its_conversations_other_scopes(bank:
     assert bank.get(elsewhere, other.id).context_hash == content_hash(quote)  # another conversation never quoted Ann
 
 
+def test_a_deleted_turn_leaves_the_index_of_the_turns_after_it(bank: MemoryBank) -> None:
+    """A forget soft-deletes the turns that said it; the replies indexed after them (same scope,
+    or its conversation's other scopes) are indexed again from their own words, so a search for
+    the forgotten words stops finding them. Other conversations and other contexts keep theirs."""
+    ann, ben, elsewhere = Scope(user_id="ann", run_id="c1"), Scope(user_id="ben", run_id="c1"), Scope(user_id="cy", run_id="c2")
+    ingest = Actor(role="ingest")
+    said = "My locker code is 4471 at the gym"
+    (told,) = bank.apply(ann, [Op.add(said, tier="episodic", speaker="Ann")], actor=ingest).records
+    (own,) = bank.apply(ann, [Op.add("Please keep it to yourself", tier="episodic", speaker="Ann", context=said)], actor=ingest).records
+    (reply,) = bank.apply(ben, [Op.add("Sure, noted", tier="episodic", speaker="Ben", context=said)], actor=ingest).records
+    (kept,) = bank.apply(ben, [Op.add("Lunch at noon then", tier="episodic", speaker="Ben", context="Shall we eat at noon?")], actor=ingest).records
+    (other,) = bank.apply(elsewhere, [Op.add("Same reply", tier="episodic", speaker="Cy", context=said)], actor=ingest).records
+    (twin,) = bank.apply(Scope(user_id="dan"), [Op.add("Sure, noted", tier="episodic", speaker="Ben")], actor=ingest).records  # the same turn, indexed after nothing
+    score = lambda scope, mid: next(h.score for h in bank.search(scope, said, limit=5, tier="episodic") if h.record.id == mid)  # noqa: E731
+    assert score(ben, reply.id) > score(Scope(user_id="dan"), twin.id) + 0.05  # found by the words it was indexed after
+    bank.apply(ann, [Op.delete(told.id)])
+    assert bank.get(ann, own.id).context_hash is None and bank.get(ben, reply.id).context_hash is None
+    assert score(ben, reply.id) == pytest.approx(score(Scope(user_id="dan"), twin.id), abs=1e-5)  # now only by its own
+    assert bank.get(ben, reply.id).version == reply.version and bank.get(ben, reply.id).text == "Sure, noted"  # no new version: only its index changed
+    assert bank.get(ben, kept.id).context_hash == content_hash("Shall we eat at noon?")
+    assert bank.get(elsewhere, other.id).context_hash == content_hash(said)  # another conversation is not this one's to change
+    bank.restore(ann, told.id)
+    assert bank.get(ben, reply.id).context_hash is None  # a restore brings the turn back, not its place in other turns' indexes
+
+
 def test_delete_all_erases_records_and_history(factory: BankFactory, alice: Scope, bob: Scope) -> None:
     bank = factory.open()
     (mid,) = add(bank, alice, "Alice's address is 1 Main St")

@@ -88,6 +88,20 @@ def test_forget_request_retires_the_content_in_every_tier_and_history_can_restor
     assert client.erase(scope=SAM) == everything and client.list(scope=SAM, include_deleted=True) == []
 
 
+def test_a_forgotten_turn_leaves_the_index_and_the_context_of_the_turns_after_it(make_client) -> None:
+    client = make_client(context_turns=4)
+    said = ["I live in Boston with my two cats", "The winters there are long", "I work as a nurse"]
+    client.ingest([{"speaker": "Sam", "text": t} for t in said], scope=SAM)
+    after = client.list(scope=SAM, tier="episodic")[1]
+    assert after.context_hash == content_hash(said[0])  # indexed after the turn it follows
+    client.ingest({"speaker": "Sam", "text": "Please forget that I live in Boston."}, scope=SAM)
+    assert client.get(after.id, scope=SAM).context_hash is None and client.get(after.id, scope=SAM).text == said[1]
+    nxt = client.ingest({"speaker": "Sam", "text": "I bought a new bike"}, scope=SAM)
+    (logged,) = [t for t in client.log.read(kind="ingest") if t.id == nxt.trajectory_id]
+    shown = [c["text"] for c in logged.input["context"]]
+    assert said[1] in shown and said[0] not in shown  # the next ingest is not shown what was forgotten
+
+
 def test_correction_rewrites_the_fact_and_the_summary_and_retires_the_wrong_turn(make_client) -> None:
     client = make_client()
     core, r = say_after(client, "Sam's sister Anne lives in Paris.", "Sorry, I meant Anna, not Anne.")

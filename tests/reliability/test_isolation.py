@@ -285,7 +285,7 @@ def run_sequence(t: Tenancy, steps: int, erase_at: Iterable[int]) -> None:
         before = t.state()
         written = step(t, op, a)
         after = t.state()
-        if op == "erase":  # the one change an erase makes elsewhere: its conversation's turns forget it was their context
+        if op in ("erase", "delete"):  # the one change an erase or a turn's delete makes elsewhere: its conversation's turns forget it was their context
             same_run = {i for i, s in enumerate(t.scopes) if s.run_id is not None and s.run_id == t.scopes[a].run_id}
             before, after = ([unquoted(x) if i in same_run else x for i, x in enumerate(state)] for state in (before, after))
         untouched = [i for i in range(len(TENANTS)) if i not in written and before[i] != after[i]]
