@@ -2,6 +2,8 @@
 
     EvalConfig(baseline="heuristic")                                   no LLM anywhere
     EvalConfig(baseline="llm", llm_base_url="http://vllm:8000")        LLM policies on a server
+    EvalConfig(baseline="heuristic", answerer="llm", answerer_version="locomo-v1")
+                                                                       the client's default over SmolLM2
     EvalConfig.load("eval.toml").with_overrides(judge_url=...)          a file plus CLI flags
 """
 
@@ -13,7 +15,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from memsdk.registry import BASE_VERSION
 
 __all__ = ["Baseline", "EvalConfig", "JUDGE_FIELDS", "RESULT_FIELDS"]
 
@@ -24,7 +28,8 @@ class EvalConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     baseline: Baseline = Field("heuristic", description="raw-rag: every turn stored verbatim, no LLM at ingest; heuristic / llm: the ingest pipeline with those policies; full-context: the whole conversation in the prompt.")
-    answerer: Literal["extractive", "llm"] | None = Field(None, description="Who answers a raw-rag run; None: the LLM when the baseline is llm, else extractive.")
+    answerer: Literal["extractive", "llm"] | None = Field(None, description="Who answers a raw-rag or heuristic run (the heuristic ingest stays heuristic); None: the LLM when the baseline is llm, else extractive.")
+    answerer_version: str = Field(BASE_VERSION, min_length=1, description="The LLM answerer's policy version: 'base', or a published or packaged adapter ('locomo-v1', what a client over SmolLM2 serves by default).")
     embedder: Literal["minilm", "hash"] = Field("minilm", description="'hash' is the word-hashing fake for fast tests.")
     llm_base_url: str | None = Field(None, description="An OpenAI-compatible server; None runs SmolLM2 in-process.")
     model: str = "smollm2"
@@ -43,6 +48,12 @@ class EvalConfig(BaseModel):
     max_sessions: int | None = Field(None, ge=1, description="Only the first N sessions of each conversation (smoke tests).")
     max_questions: int | None = Field(None, ge=1, description="Only the first N questions answerable from those sessions.")
     concurrency: int = Field(1, ge=1, le=64, description="Conversations in flight at once, and questions in flight within each; >1 pays off against a server.")
+
+    @model_validator(mode="after")
+    def _version_needs_the_llm(self) -> EvalConfig:
+        if self.answerer_version != BASE_VERSION and not self.uses_llm_answerer:
+            raise ValueError(f"answerer_version={self.answerer_version!r} is an LLM answerer's adapter: set answerer='llm' (or baseline 'llm')")
+        return self
 
     @classmethod
     def load(cls, path: str | Path) -> EvalConfig:
@@ -92,4 +103,6 @@ def _hash(config: EvalConfig) -> str:
         del kept["tiers"]
     if not config.hybrid or config.baseline == "full-context":
         del kept["hybrid"]
+    if config.answerer_version == BASE_VERSION:
+        del kept["answerer_version"]
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]

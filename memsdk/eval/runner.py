@@ -45,6 +45,7 @@ from memsdk.eval.parallel import ordered_map
 from memsdk.eval.results import ConversationResult, IngestProgress, IngestStats, QuestionResult, RunReport, conversation_path, summarize, write_atomic
 from memsdk.eval.scoring import bleu1, evidence_ids, evidence_recall, exact_match, token_f1
 from memsdk.llm.base import LLMBackend, SamplingParams
+from memsdk.registry import BASE_VERSION
 from memsdk.errors import InvalidInput
 from memsdk.types import Op, Scope, Turn
 
@@ -176,12 +177,19 @@ class Evaluator:
         data_dir = self.out_dir / "work" / conv.sample_id
         shutil.rmtree(data_dir, ignore_errors=True)  # a half-built memory from an interrupted run
         backend = CountingBackend(self.backend) if self.backend is not None else None
-        llm_policies = self.config.baseline == "llm" or self.config.uses_llm_answerer
+        ingest = "llm" if self.config.baseline == "llm" else "heuristic"
+        policies = {"extractor": ingest, "manager": ingest, "answerer": "llm" if self.config.uses_llm_answerer else "heuristic"}
         client = MemoryClient(
-            data_dir=data_dir, embedder=self.embedder, backend=backend, policies="llm" if llm_policies else "heuristic",
+            data_dir=data_dir, embedder=self.embedder, backend=backend, policies=policies,
             model=self.config.model, answer_k=self.config.answer_k, related_k=self.config.related_k, context_turns=self.config.context_turns,
             tiers=self.config.tiers and self.config.baseline != "raw-rag", hybrid=self.config.hybrid,
         )
+        if self.config.answerer_version != BASE_VERSION:
+            try:  # the harness's backend is its own (counted), so the adapter is chosen, not started on
+                client.use_policy("answerer", self.config.answerer_version)
+            except BaseException:
+                client.close()
+                raise
         return client, backend
 
     def _from_memory(self, conv: LocomoConversation, turns: list[Turn], questions: list[LocomoQA], started: float) -> ConversationResult:

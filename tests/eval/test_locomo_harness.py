@@ -6,13 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
+import memsdk.client._base as client_base
 from memsdk.cli import main
 from memsdk.datasets.locomo import load_locomo
 from memsdk.eval import EvalConfig, Evaluator, Judge, load_report
 from memsdk.eval.runner import conversation_slice, render_turn
 
+from tests.client.test_policy_swap import AdapterBackend
 from tests.policies.conftest import ScriptedBackend
+from tests.registry.test_packaged import shelve
 
 pytestmark = pytest.mark.locomo
 
@@ -104,6 +108,25 @@ def test_cli_writes_the_three_outputs_and_compares(tmp_path, capsys):
     a = json.loads((tmp_path / "a" / "report.json").read_text())["summary"]["cost"]["memories_per_turn"]
     b = json.loads((tmp_path / "b" / "report.json").read_text())["summary"]["cost"]["memories_per_turn"]
     assert f"| memories per turn | {a:.3f} | {b:.3f} | {b - a:+.3f} |" in table
+
+
+def test_the_default_combination_ingests_without_an_llm_and_answers_on_the_chosen_adapter(tmp_path, monkeypatch):
+    """heuristic ingest + the LLM answerer on an adapter (the client's default over SmolLM2,
+    `--baseline heuristic --answerer llm --answerer-version locomo-v1`): no LLM call at ingest,
+    every answer routed to the adapter, the adapter part of the fingerprint."""
+    monkeypatch.setattr(client_base, "PACKAGED_DIR", tmp_path / "packaged")
+    shelve(tmp_path / "packaged", "answerer", "locomo-v1")
+    backend = AdapterBackend()  # answers with the name of the model a request was routed to
+    config = EvalConfig(baseline="heuristic", answerer="llm", answerer_version="locomo-v1", **SMALL)
+    with Evaluator(config, tmp_path / "run", progress=False, backend=backend) as ev:
+        (conv,) = ev.run("val").conversations
+    assert conv.ingest.llm_calls == 0 and conv.ingest.facts > 0
+    assert list(backend.loaded) == ["answerer-locomo-v1"]
+    assert {q.prediction for q in conv.questions} == {"answerer-locomo-v1"} and all(q.llm_calls == 1 for q in conv.questions)
+    assert config.fingerprint() != config.with_overrides(answerer_version="base").fingerprint()
+    assert EvalConfig(baseline="heuristic", answer_k=30).fingerprint() == EvalConfig(baseline="heuristic", answer_k=30, answerer_version="base").fingerprint()
+    with pytest.raises(ValidationError, match="answerer='llm'"):
+        EvalConfig(baseline="heuristic", answerer_version="locomo-v1")  # the extractive answerer has no adapter
 
 
 def test_config_file_and_flags(tmp_path):
