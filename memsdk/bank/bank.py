@@ -221,9 +221,9 @@ class MemoryBank:
             if forgotten:
                 self._unquote(forgotten, [scope])
         if forgotten and scope.run_id is not None:
-            # each sibling under its own lock, taken after this one is let go: two scopes
-            # forgetting at once must not wait on each other. A kill in between leaves a stale
-            # index, never a lost record; the next delete of the turn's siblings finishes it.
+            # each sibling under its own lock, taken after this one is let go: holding two
+            # stripes at once could deadlock against a sibling forgetting the other way. A kill
+            # in between leaves a sibling's stale index (never a lost record) until an erase.
             for sibling in self._siblings(scope):
                 with self._writing(sibling):
                     self._unquote(forgotten, [sibling])
