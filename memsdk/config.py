@@ -55,7 +55,13 @@ class ClientConfig(BaseModel):
         "they are listed and gated like published versions either way only when True.",
     )
     related_k: int = Field(5, ge=1, le=50, description="Related memories shown to the manager per fact.")
-    answer_k: int = Field(60, ge=1, le=200, description="Memories shown to the answerer, split evenly across scopes.")
+    answer_k: int = Field(
+        60,
+        ge=1,
+        le=200,
+        description="Memories shown to the answerer, split evenly across scopes. Not set: the k the serving answerer version "
+        "was trained at when its manifest records one (the packaged SmolLM2 adapter: 30), else 60.",
+    )
     max_turn_chars: int = Field(20_000, ge=1, description="Longer turns are rejected; the extractor sees the first 1,500.")
     context_turns: int = Field(2, ge=0, le=20)
     hybrid: bool = Field(True, description="Answer retrieval fuses dense (MiniLM) and BM25 rankings inside Qdrant; False: dense only.")

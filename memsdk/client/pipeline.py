@@ -86,6 +86,8 @@ class ActivePolicies:
     versions: dict[str, str]
     #: set: ingest runs Mem-alpha's writer (`write_steps`) instead of extractor + manager
     writer: Writer | None = None
+    #: the memories per question the serving answerer version was trained at; None: the client's answer_k
+    answer_k: int | None = None
 
 
 @dataclass(frozen=True)

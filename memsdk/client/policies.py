@@ -114,6 +114,7 @@ class Switch:
     adapter_name: str | None  # None: the base model, nothing to load
     adapter_path: Path | None
     prompt: str | None = None  # the manifest's prompt id; None: the role's default prompt
+    answer_k: int | None = None  # an answerer version's training answer_k (its manifest); None: the client's
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,7 @@ class PolicySet(Generic[B]):
         self._versions = {role: BASE_VERSION for role in ROLES}
         self._history: dict[str, list[str]] = {role: [] for role in ROLES}
         self._chosen: set[str] = set()  # roles whose version a caller switched, as opposed to one the client started on
+        self._answer_k: int | None = None  # the serving answerer version's training answer_k
         self._policies = {role: self._checked_build(role) for role in ROLES}
         # Mem-alpha's writer serves the base model: it is not a registry role yet, so it has
         # no versions to switch between; its spec says where it runs and with which prompt
@@ -257,6 +259,7 @@ class PolicySet(Generic[B]):
                 answerer=self._policies["answerer"],
                 versions={role: self.version_label(role) for role in ROLES} | ({"writer": BASE_VERSION} if self._writer else {}),
                 writer=self._writer,
+                answer_k=self._answer_k,
             )
 
     def _describe(self, role: str) -> tuple[str, str | None, str]:
@@ -312,7 +315,7 @@ class PolicySet(Generic[B]):
                 llm_policy_class(role, manifest.prompt)  # checked before the adapter is loaded: a bad prompt changes nothing
             except ValueError as exc:
                 raise PolicyError(f"{role} {version!r}: {exc}") from None
-        return Switch(role, version, f"{role}-{version}", path, manifest.prompt)
+        return Switch(role, version, f"{role}-{version}", path, manifest.prompt, manifest.answer_k)
 
     def plan_rollback(self, role: str) -> Switch:
         self.check_role(role)  # before the lookup: an unhashable role is a TypeError there
@@ -339,6 +342,8 @@ class PolicySet(Generic[B]):
                 self._chosen.add(switch.role)
             self._versions[switch.role] = switch.version
             self._policies[switch.role] = policy
+            if switch.role == "answerer":
+                self._answer_k = switch.answer_k
             self._save()
         log.info("%s now serves version %s", switch.role, switch.version)
 

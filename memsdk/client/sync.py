@@ -121,7 +121,7 @@ class MemoryClient(BaseClient[LoRABackend]):
         scopes = self._as_scopes(scope)
         started, timings = time.perf_counter(), Timings()
         active = self._policies.active()
-        outcome = self._run(answer_steps(question, scopes, active, self.config.answer_k, tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
+        outcome = self._run(answer_steps(question, scopes, active, self._answer_k(active), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
         return self._answer_result(question, scopes, active, outcome, started, timings)
 
     def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
@@ -141,7 +141,7 @@ class MemoryClient(BaseClient[LoRABackend]):
         """What `answer` would show the answerer for ``question``, best first, without asking it."""
         self._check_open()
         scopes = self._as_scopes(scope)
-        return self._run(retrieve_steps(self._check_question(question), scopes, self.config.answer_k, tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
+        return self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active()), tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
 
     def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()

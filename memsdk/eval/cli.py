@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     lo.add_argument("--baseline", choices=["raw-rag", "heuristic", "llm", "full-context"])
     lo.add_argument("--answerer", choices=["extractive", "llm"], help="who answers a raw-rag or heuristic run")
     lo.add_argument("--answerer-version", help="the LLM answerer's adapter: base (default), or a published or packaged version such as locomo-v1")
-    lo.add_argument("--answer-k", type=int, help="memories the answerer sees (default 60)")
+    lo.add_argument("--answer-k", type=int, help="memories the answerer sees (default: the client's, the answerer version's training k, else 60)")
     lo.add_argument("--out", type=Path, help="output folder (default build/eval/<split>-<baseline>)")
     lo.add_argument("--include-adversarial", action="store_true", default=None, help="also ask category 5")
     lo.add_argument("--judge-url", help="OpenAI-compatible server for the LLM judge J")

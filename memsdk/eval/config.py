@@ -34,7 +34,7 @@ class EvalConfig(BaseModel):
     llm_base_url: str | None = Field(None, description="An OpenAI-compatible server; None runs SmolLM2 in-process.")
     model: str = "smollm2"
     llm_threads: int = Field(1, ge=1, description="torch threads of the in-process model.")
-    answer_k: int = Field(60, ge=2, le=200, description="Memories the answerer sees, answer_k/2 per speaker.")
+    answer_k: int | None = Field(None, ge=2, le=200, description="Memories the answerer sees, answer_k/2 per speaker; None: the client's own (the answerer version's training k, else 60).")
     related_k: int = Field(5, ge=1, le=50)
     context_turns: int = Field(2, ge=0, le=20)
     hybrid: bool = Field(True, description="Answer retrieval fuses dense and BM25 rankings (ClientConfig.hybrid); False: dense only.")
@@ -105,4 +105,6 @@ def _hash(config: EvalConfig) -> str:
         del kept["hybrid"]
     if config.answerer_version == BASE_VERSION:
         del kept["answerer_version"]
+        if kept["answer_k"] is None:  # the client's own k over base is 60: runs from before None hashed it so
+            kept["answer_k"] = 60
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]

@@ -181,8 +181,9 @@ class Evaluator:
         policies = {"extractor": ingest, "manager": ingest, "answerer": "llm" if self.config.uses_llm_answerer else "heuristic"}
         client = MemoryClient(
             data_dir=data_dir, embedder=self.embedder, backend=backend, policies=policies,
-            model=self.config.model, answer_k=self.config.answer_k, related_k=self.config.related_k, context_turns=self.config.context_turns,
+            model=self.config.model, related_k=self.config.related_k, context_turns=self.config.context_turns,
             tiers=self.config.tiers and self.config.baseline != "raw-rag", hybrid=self.config.hybrid,
+            **({} if self.config.answer_k is None else {"answer_k": self.config.answer_k}),
         )
         if self.config.answerer_version != BASE_VERSION:
             try:  # the harness's backend is its own (counted), so the adapter is chosen, not started on

@@ -71,6 +71,14 @@ class PolicyManifest(BaseModel):
     def adapter_dir(self, root: Path) -> Path:
         return (root / self.role / self.version / self.adapter_path).resolve()
 
+    @property
+    def answer_k(self) -> int | None:
+        """The memories per question an answerer version was trained and gated at (its
+        training config's ``answer_k``), which it is served at unless the app sets
+        ``answer_k``; None: not an answerer, or not recorded."""
+        k = self.config.get("answer_k") if self.role == "answerer" else None
+        return k if isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= 200 else None
+
 
 class Promotion(BaseModel):
     """One line of a role's audit trail: who was made to serve, against what, and how."""

@@ -81,11 +81,11 @@ def async_twin(cls: type[AdapterBackend]) -> type:
     return Async
 
 
-def publish(root: Path, role: str, version: str, *, promote: bool = False, prompt: str | None = None) -> None:
+def publish(root: Path, role: str, version: str, *, promote: bool = False, prompt: str | None = None, config: dict | None = None) -> None:
     adapter = root.parent / f"adapter-{role}-{version}"
     adapter.mkdir(parents=True, exist_ok=True)
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 8}))
-    manifest = PolicyManifest(role=role, version=version, base_model="smollm2", promote=promote, prompt=prompt)
+    manifest = PolicyManifest(role=role, version=version, base_model="smollm2", promote=promote, prompt=prompt, config=config or {})
     PolicyRegistry(root).publish(adapter, manifest)
 
 
@@ -188,6 +188,40 @@ def test_a_version_is_served_with_the_prompt_its_manifest_names(make_client, tmp
     assert ingest_prompts() == [("extractor/v2", None), ("r2_manager/v2", "manager-r2-1")]
     client.rollback("manager")
     assert ingest_prompts() == [("extractor/v2", None), ("manager/v3", None)]
+
+
+def test_an_answerer_version_is_shown_the_memories_it_was_trained_on_unless_the_app_set_answer_k(make_client, tmp_path) -> None:
+    backend = AdapterBackend()
+    ckpt = tmp_path / "ckpt"
+    client = make_client(backend=backend, checkpoint_dir=ckpt)
+    for i in range(12):
+        client.add(f"Caroline note {i} about the support group", scope=CAROLINE)
+    publish(ckpt, "answerer", "k4", config={"answer_k": 4})
+    publish(ckpt, "answerer", "unrecorded")  # a manifest without one: the client's answer_k
+    publish(ckpt, "manager", "k3", config={"answer_k": 3})  # only an answerer's k counts
+
+    def shown() -> tuple[int, int]:
+        return client.answer("support group?", scope=CAROLINE).retrieved, len(client.retrieve("support group?", scope=CAROLINE))
+
+    assert shown() == (12, 12)  # base: the default 60 holds every note
+    client.use_policy("answerer", "k4")
+    assert shown() == (4, 4)
+    client.use_policy("manager", "k3")
+    client.use_policy("answerer", "unrecorded")
+    assert shown() == (12, 12)
+    client.rollback("answerer")
+    assert shown() == (4, 4)
+    client.close()
+    again = make_client(backend=backend, checkpoint_dir=ckpt)  # restarted on k4: its k with it
+    assert again.policies["answerer"].version == "k4" and len(again.retrieve("support group?", scope=CAROLINE)) == 4
+    again.close()
+    pinned = make_client(backend=backend, checkpoint_dir=ckpt, answer_k=6)  # the app's own k wins
+    assert pinned.policies["answerer"].version == "k4" and len(pinned.retrieve("support group?", scope=CAROLINE)) == 6
+
+
+@pytest.mark.parametrize(("role", "config", "k"), [("answerer", {"answer_k": 30}, 30), ("answerer", {}, None), ("answerer", {"answer_k": "30"}, None), ("answerer", {"answer_k": True}, None), ("answerer", {"answer_k": 0}, None), ("manager", {"answer_k": 30}, None)])
+def test_a_manifest_names_an_answerer_k_only_when_its_config_holds_a_valid_one(role: str, config: dict, k: int | None) -> None:
+    assert PolicyManifest(role=role, version="v", base_model="smollm2", config=config).answer_k == k
 
 
 def test_a_prompt_the_role_cannot_run_is_refused(swap) -> None:

@@ -125,6 +125,10 @@ def test_the_default_combination_ingests_without_an_llm_and_answers_on_the_chose
     assert {q.prediction for q in conv.questions} == {"answerer-locomo-v1"} and all(q.llm_calls == 1 for q in conv.questions)
     assert config.fingerprint() != config.with_overrides(answerer_version="base").fingerprint()
     assert EvalConfig(baseline="heuristic", answer_k=30).fingerprint() == EvalConfig(baseline="heuristic", answer_k=30, answerer_version="base").fingerprint()
+    # no answer_k: the client's own, which over base is 60 (cached runs from before keep their
+    # fingerprints); over a version it may be the version's training k, so it is not 60's
+    assert EvalConfig(baseline="heuristic").fingerprint() == EvalConfig(baseline="heuristic", answer_k=60).fingerprint()
+    assert config.fingerprint() != config.with_overrides(answer_k=60).fingerprint()
     with pytest.raises(ValidationError, match="answerer='llm'"):
         EvalConfig(baseline="heuristic", answerer_version="locomo-v1")  # the extractive answerer has no adapter
 

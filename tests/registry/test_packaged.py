@@ -119,6 +119,19 @@ def test_a_switch_back_to_base_outlives_a_restart_a_start_does_not(tmp_path: Pat
     assert policy_set(tmp_path, packaged).start_versions() == {"answerer": "locomo-v1"}
 
 
+def test_the_shipped_answerer_is_served_at_the_answer_k_it_was_trained_at(tmp_path: Path) -> None:
+    """locomo-v1 was trained and gated at 30 memories, and scores F1 .305 there end to end on
+    LoCoMo val against .227 at the client's 60 (README): a client that starts on it shows 30."""
+    from memsdk.registry import PACKAGED_DIR
+
+    ps = policy_set(tmp_path, PACKAGED_DIR)
+    assert ps.active().answer_k is None  # base: the client's answer_k
+    ps.commit(ps.plan("answerer", "locomo-v1"), starting=True)
+    assert ps.active().answer_k == 30
+    ps.commit(ps.plan("answerer", "base"))
+    assert ps.active().answer_k is None
+
+
 def test_every_packaged_file_ships_in_the_wheel() -> None:
     """Each file of the packaged adapters is matched by a package-data glob of pyproject.toml
     (else an installed memsdk would list a version whose adapter is missing)."""
