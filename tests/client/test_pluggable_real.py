@@ -33,7 +33,7 @@ def check_where_roles_ran(client, results, answer, vllm_server) -> None:
 def check_store(data_dir: Path) -> None:
     """Every turn kept, every change with its history, read back by a fresh client."""
     with MemoryClient(data_dir=data_dir, policies="heuristic") as client:
-        assert len([m for s in SPEAKERS for m in client.list(scope=s, tier="episodic")]) == 2 * len(CONVERSATION)
+        assert len([m for s in SPEAKERS for m in client.list(scope=s, tier="episodic")]) == len(CONVERSATION)
         assert_nothing_lost_without_history(client)
 
 
@@ -42,7 +42,7 @@ def test_mixed_roles_sync(tmp_path: Path, vllm_server) -> None:
         # the client's own server is dead: only the roles' own endpoints may be used
         assert isinstance(client._policies.backend("manager"), OpenAICompatibleBackend)
         assert isinstance(client._policies.backend("answerer"), TransformersBackend)
-        results = client.ingest(CONVERSATION + CONVERSATION, scope=speaker_scope, progress=False)
+        results = client.ingest(CONVERSATION, scope=speaker_scope, progress=False)
         answer = client.answer("What does Caroline want to work in?", scope=SPEAKERS)
         check_where_roles_ran(client, results, answer, vllm_server)
         assert client._backend is None  # the default backend was never needed
@@ -53,7 +53,7 @@ async def test_mixed_roles_async(tmp_path: Path, vllm_server) -> None:
     async with AsyncMemoryClient(data_dir=tmp_path, llm_base_url="http://127.0.0.1:9", policies=mixed(vllm_server)) as client:
         assert isinstance(client._policies.backend("manager"), AsyncOpenAICompatibleBackend)
         assert isinstance(client._policies.backend("answerer"), AsyncTransformersBackend)
-        results = await client.ingest(CONVERSATION + CONVERSATION, scope=speaker_scope, progress=False)
+        results = await client.ingest(CONVERSATION, scope=speaker_scope, progress=False)
         answer = await client.answer("What does Caroline want to work in?", scope=SPEAKERS)
         check_where_roles_ran(client, results, answer, vllm_server)
     check_store(tmp_path)
