@@ -201,7 +201,7 @@ class BaseClient(Generic[B]):
         """The published checkpoints, their gate decisions and the promotion audit trail."""
         return self._policies.registry
 
-    def _gate_cases(self, role: str, on: GateStates, k: int | None) -> list[Any]:
+    def _gate_cases(self, role: str, version: str, on: GateStates, k: int | None) -> list[Any]:
         from memsdk.eval.replay import AnswerCase, ManagerCase, load_answer_cases, locomo_answer_cases, log_answer_cases, log_manager_cases
 
         self._policies.check_role(role)
@@ -222,7 +222,8 @@ class BaseClient(Generic[B]):
         if role == "manager":
             raise InvalidInput("on", f"the manager's gate replays the app's own traffic: 'log' or a list of ManagerCase, got {str(on)!r}")
         if str(on) == "locomo-val":
-            return locomo_answer_cases(self._embedder, split="val", k=k or self.config.answer_k)
+            # both sides are shown what the candidate would be shown once it serves
+            return locomo_answer_cases(self._embedder, split="val", k=k or self._answer_k(self._policies.plan(role, version).answer_k))
         if not isinstance(on, (str, os.PathLike)) or not Path(on).is_file():
             raise InvalidInput("on", f"expected 'locomo-val', 'log', a JSONL file of states or a list of AnswerCase, got {str(on)!r}")
         return load_answer_cases(on)
@@ -230,7 +231,7 @@ class BaseClient(Generic[B]):
     def _replay_options(self) -> dict[str, Any]:
         """What a manager replay holds frozen: the answerer serving now and the client's sizes."""
         active = self._policies.active()
-        return {"answerer": active.answerer, "embedder": self.bank.embedder, "related_k": self.config.related_k, "answer_k": self._answer_k(active)}
+        return {"answerer": active.answerer, "embedder": self.bank.embedder, "related_k": self.config.related_k, "answer_k": self._answer_k(active.answer_k)}
 
     def _promotion(self, role: str, version: str, incumbent: str, decision: Any, force: bool) -> Any:
         from memsdk.registry import Promotion
@@ -439,13 +440,14 @@ class BaseClient(Generic[B]):
             raise InvalidInput("question", f"is {len(question)} characters, the limit is {QUESTION_MAX_CHARS}")
         return question
 
-    def _answer_k(self, active: ActivePolicies) -> int:
+    def _answer_k(self, trained: int | None) -> int:
         """Memories an answer is shown: the app's ``answer_k`` when it set one, else the k the
-        serving answerer version was trained at, else the default. The packaged adapter was
-        trained at 30 and scores F1 .305 there on LoCoMo val against .227 at 60 (README)."""
-        if "answer_k" in self.config.model_fields_set or active.answer_k is None:
+        answerer version was trained at (``trained``, from its manifest), else the default.
+        The packaged adapter was trained at 30 and scores F1 .305 there on LoCoMo val against
+        .227 at 60 (README)."""
+        if "answer_k" in self.config.model_fields_set or trained is None:
             return self.config.answer_k
-        return active.answer_k
+        return trained
 
     # -- direct memory access (blocking; the async twin runs these in a thread) ------------------
 

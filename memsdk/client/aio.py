@@ -120,7 +120,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         scopes = self._as_scopes(scope)
         started, timings = time.perf_counter(), Timings()
         active = self._policies.active()
-        outcome = await self._run(answer_steps(question, scopes, active, self._answer_k(active), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
+        outcome = await self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
         return await asyncio.to_thread(self._answer_result, question, scopes, active, outcome, started, timings)
 
     async def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
@@ -136,7 +136,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
     async def retrieve(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> list[ScoredMemory]:
         self._check_open()
         scopes = self._as_scopes(scope)
-        return await self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active()), tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
+        return await self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active().answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
 
     async def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()
@@ -209,7 +209,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         from memsdk.eval.replay import areplay_answerer, areplay_manager  # memsdk.eval imports the clients
 
         incumbent = against or self._incumbent(role)
-        cases = await asyncio.to_thread(self._gate_cases, role, on, k)
+        cases = await asyncio.to_thread(self._gate_cases, role, version, on, k)
         if role == "answerer":
             sides = [await areplay_answerer(self._policies.build(await self._loaded(role, v)), v, cases) for v in (version, incumbent)]
         else:

@@ -121,7 +121,7 @@ class MemoryClient(BaseClient[LoRABackend]):
         scopes = self._as_scopes(scope)
         started, timings = time.perf_counter(), Timings()
         active = self._policies.active()
-        outcome = self._run(answer_steps(question, scopes, active, self._answer_k(active), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
+        outcome = self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
         return self._answer_result(question, scopes, active, outcome, started, timings)
 
     def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
@@ -141,7 +141,7 @@ class MemoryClient(BaseClient[LoRABackend]):
         """What `answer` would show the answerer for ``question``, best first, without asking it."""
         self._check_open()
         scopes = self._as_scopes(scope)
-        return self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active()), tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
+        return self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active().answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
 
     def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()
@@ -226,12 +226,13 @@ class MemoryClient(BaseClient[LoRABackend]):
         app's own judged answers, a JSONL file, or a list of `AnswerCase`; for the manager ``"log"``
         or a list of `ManagerCase`, judged by the answerer serving now; see `memsdk.eval.replay`);
         the paired decision is recorded beside the candidate's manifest and returned. Nothing is switched. ``k``: memories per ``locomo-val``
-        state, by default the client's ``answer_k`` (what an answer is shown when it serves)."""
+        state, by default what an answer shows ``version`` once it serves (the client's ``answer_k``,
+        or the version's training k: `_answer_k`)."""
         self._check_open()
         from memsdk.eval.replay import replay_answerer, replay_manager  # memsdk.eval imports the clients
 
         incumbent = against or self._incumbent(role)
-        cases = self._gate_cases(role, on, k)
+        cases = self._gate_cases(role, version, on, k)
         if role == "answerer":
             sides = [replay_answerer(self._policies.build(self._loaded(role, v)), v, cases) for v in (version, incumbent)]
         else:

@@ -179,3 +179,26 @@ def test_a_log_without_judged_answers_is_a_clear_error(make_client, tmp_path) ->
         client.evaluate_policy("answerer", "good", on="log")
     with pytest.raises(InvalidInput, match="AnswerCase"):
         client.evaluate_policy("answerer", "good", on=["not a state"])
+
+
+def test_locomo_val_states_show_the_candidate_the_memories_it_would_serve_with(make_client, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import memsdk.eval.replay as replay
+
+    asked: list[int] = []
+
+    def cases(embedder, *, split: str, k: int) -> list:
+        asked.append(k)
+        return replay.load_answer_cases(states(tmp_path / "states.jsonl", "answerer-k4", n=3))
+
+    monkeypatch.setattr(replay, "locomo_answer_cases", cases)  # LoCoMo's states, without LoCoMo
+    ckpt = tmp_path / "ckpt"
+    publish(ckpt, "answerer", "k4", config={"answer_k": 4})
+    publish(ckpt, "answerer", "plain")
+    client = make_client(backend=AdapterBackend(), checkpoint_dir=ckpt)
+    client.evaluate_policy("answerer", "k4", on="locomo-val")  # its training k, for both sides
+    client.evaluate_policy("answerer", "plain", on="locomo-val")  # none recorded: the client's
+    client.evaluate_policy("answerer", "k4", on="locomo-val", k=7)  # asked for
+    client.close()
+    pinned = make_client(backend=AdapterBackend(), checkpoint_dir=ckpt, answer_k=6)
+    pinned.evaluate_policy("answerer", "k4", on="locomo-val")  # the app's own k is what it would serve with
+    assert asked == [4, 60, 7, 6]
