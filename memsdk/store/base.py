@@ -30,7 +30,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 __all__ = [
-    "Kind", "Where", "Sparse", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "SPARSE_NAME", "RRF_K", "INDEXED_FIELDS",
+    "Kind", "Where", "Sparse", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "SPARSE_NAME", "RRF_K", "INDEXED_FIELDS", "RUN_ID_FIELD",
     "prefetch_limit", "LEASE_TTL_S", "LEASE_WAIT_S", "LocalLeases", "hold",
 ]  # fmt: skip
 
@@ -54,10 +54,14 @@ def prefetch_limit(limit: int) -> int:
     dense instead of +2.5 ms); 2 x limit cost recall@60 .013."""
     return max(4 * limit, 40)
 
-#: payload fields every transport indexes (keyword), because every query filters on them.
+#: a memory's conversation, inside the ``scope`` object every record's payload holds: what
+#: `StoreTransport.scope_keys` narrows by, so a forget finds a conversation's other scopes
+#: without listing every scope in the store
+RUN_ID_FIELD = "scope.run_id"
+#: payload fields every transport indexes (keyword), because queries filter on them.
 #: ``state`` is "live" or "deleted" as a keyword, not a bool: qdrant-edge 0.9 turns
 #: ``MatchValue(False)`` into the integer 0, which never matches a stored bool.
-INDEXED_FIELDS = ("scope_key", "kind", "state", "memory_id", "tier")
+INDEXED_FIELDS = ("scope_key", "kind", "state", "memory_id", "tier", RUN_ID_FIELD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,10 +166,11 @@ class StoreTransport(Protocol):
         """Which of these ids exist in any scope (ids only, never content)."""
         ...
 
-    def scope_keys(self, limit: int, *, include_deleted: bool = False) -> list[str]:
+    def scope_keys(self, limit: int, *, include_deleted: bool = False, run_id: str | None = None) -> list[str]:
         """Up to ``limit`` scope keys that hold a live memory (any memory, with
         ``include_deleted``), the fullest first: a facet over the indexed ``scope_key``
-        field, so no payload is read."""
+        field, so no payload is read. With ``run_id``, only the scopes of that conversation
+        (`RUN_ID_FIELD`, also indexed)."""
         ...
 
     def purge(self) -> None:

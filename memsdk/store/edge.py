@@ -34,7 +34,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from memsdk.errors import StoreError, StoreLocked
-from memsdk.store.base import INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, RRF_K, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where, prefetch_limit
+from memsdk.store.base import INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, RRF_K, RUN_ID_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where, prefetch_limit
 
 __all__ = ["EdgeTransport"]
 
@@ -195,11 +195,16 @@ class EdgeTransport:
         try:
             if (path / "edge_config.json").exists():
                 # a format-1 shard has no sparse vectors yet: `_migrate` rebuilds it with them
-                return qe.EdgeShard.load(str(path), self._config(sparse=self._format() >= FORMAT))
-            shard = qe.EdgeShard.create(str(path), self._config())
+                shard = qe.EdgeShard.load(str(path), self._config(sparse=self._format() >= FORMAT))
+            else:
+                shard = qe.EdgeShard.create(str(path), self._config())
+            # on a loaded shard too: one written before a field was indexed gets its index here
+            # (built from the payload every record already holds, so nothing is rewritten)
+            indexed = shard.info().payload_schema
             for field in INDEXED_FIELDS:
-                params = qe.KeywordIndexParams(is_tenant=field == "scope_key")
-                shard.update(qe.UpdateOperation.create_field_index(field, params))
+                if field not in indexed:
+                    params = qe.KeywordIndexParams(is_tenant=field == "scope_key")
+                    shard.update(qe.UpdateOperation.create_field_index(field, params))
             return shard
         except Exception as exc:  # the engine raises bare Exception with a Rust message
             if "WouldBlock" in str(exc):
@@ -300,10 +305,12 @@ class EdgeTransport:
         found = self._shard.retrieve(wanted, with_payload=False, with_vector=False)
         return {str(r.id) for r in found}
 
-    def scope_keys(self, limit: int, *, include_deleted: bool = False) -> list[str]:
+    def scope_keys(self, limit: int, *, include_deleted: bool = False, run_id: str | None = None) -> list[str]:
         held: list[Any] = [qe.FieldCondition(key="kind", match=qe.MatchValue("memory"))]
         if not include_deleted:
             held.append(qe.FieldCondition(key="state", match=qe.MatchValue("live")))
+        if run_id is not None:
+            held.append(qe.FieldCondition(key=RUN_ID_FIELD, match=qe.MatchValue(run_id)))
         live = qe.Filter(must=held)
         try:
             # exact: an estimated count could keep a scope whose memories are all deleted

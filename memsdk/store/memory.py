@@ -69,8 +69,10 @@ class InMemoryTransport:
     def existing_ids(self, ids: Iterable[str]) -> set[str]:
         return {i for i in ids if i in self._points}
 
-    def scope_keys(self, limit: int, *, include_deleted: bool = False) -> list[str]:
+    def scope_keys(self, limit: int, *, include_deleted: bool = False, run_id: str | None = None) -> list[str]:
         memories = (p for p in self._points.values() if p.payload.get("kind") == "memory")
+        if run_id is not None:
+            memories = (p for p in memories if (p.payload.get("scope") or {}).get("run_id") == run_id)
         held = Counter(p.payload["scope_key"] for p in memories if include_deleted or p.payload.get("state") == "live")
         return [key for key, _ in held.most_common(limit)]
 

@@ -23,7 +23,7 @@ from typing import Any, ParamSpec, TypeVar
 import numpy as np
 
 from memsdk.errors import StoreError, StoreLocked, StoreUnavailable
-from memsdk.store.base import INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, RRF_K, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where, hold, prefetch_limit
+from memsdk.store.base import INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, RRF_K, RUN_ID_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where, hold, prefetch_limit
 
 __all__ = ["QdrantClientTransport"]
 
@@ -89,16 +89,19 @@ class QdrantClientTransport:
                 raise StoreError(f"collection {self.collection!r} holds {size}-d vectors, the embedder makes {self.dim}-d")
             # a collection made before hybrid search has no BM25 vector: it stays dense-only
             self.hybrid = SPARSE_NAME in (info.config.params.sparse_vectors or {})
-            return
-        self._client.create_collection(
-            self.collection,
-            vectors_config={VECTOR_NAME: m.VectorParams(size=self.dim, distance=m.Distance.COSINE)},
-            sparse_vectors_config={SPARSE_NAME: m.SparseVectorParams(modifier=m.Modifier.IDF)},
-        )
-        self.hybrid = True
+            indexed = set(info.payload_schema or {})
+        else:
+            self._client.create_collection(
+                self.collection,
+                vectors_config={VECTOR_NAME: m.VectorParams(size=self.dim, distance=m.Distance.COSINE)},
+                sparse_vectors_config={SPARSE_NAME: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+            )
+            self.hybrid = True
+            indexed = set()
         if self._client.init_options.get("url") is None:
             return  # local mode ignores payload indexes (and warns about them)
-        for field in INDEXED_FIELDS:
+        # an existing collection too: one made before a field was indexed gets its index here
+        for field in (f for f in INDEXED_FIELDS if f not in indexed):
             schema = m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=field == "scope_key")
             self._client.create_payload_index(self.collection, field, field_schema=schema)
 
@@ -197,11 +200,13 @@ class QdrantClientTransport:
         found = self._call(self._client.retrieve, self.collection, ids, with_payload=False, with_vectors=False)
         return {str(r.id) for r in found}
 
-    def scope_keys(self, limit: int, *, include_deleted: bool = False) -> list[str]:
+    def scope_keys(self, limit: int, *, include_deleted: bool = False, run_id: str | None = None) -> list[str]:
         m = self._m
         held: list[Any] = [m.FieldCondition(key="kind", match=m.MatchValue(value="memory"))]
         if not include_deleted:
             held.append(m.FieldCondition(key="state", match=m.MatchValue(value="live")))
+        if run_id is not None:
+            held.append(m.FieldCondition(key=RUN_ID_FIELD, match=m.MatchValue(value=run_id)))
         live = m.Filter(must=held)
         # exact: an estimated count could keep a scope whose memories are all deleted
         found = self._call(self._client.facet, self.collection, "scope_key", facet_filter=live, limit=limit, exact=True)

@@ -172,6 +172,23 @@ def test_scopes_lists_the_scopes_holding_a_live_memory(bank: MemoryBank, alice: 
     assert err.value.field == "limit"
 
 
+def test_scope_keys_narrow_to_one_conversation(bank: MemoryBank) -> None:
+    """What a forget looks through for a conversation's other scopes: only that run_id's,
+    deleted-only scopes included on request, never another conversation's or a scope without one."""
+    ann, ben, cy = Scope(user_id="ann", run_id="c1"), Scope(user_id="ben", run_id="c1"), Scope(user_id="cy", run_id="c1")
+    add(bank, ann, "Likes tea")
+    add(bank, ben, "Plays chess", "Runs marathons")
+    (gone,) = add(bank, cy, "Moved to Lyon")
+    bank.apply(cy, [Op.delete(gone)])
+    add(bank, Scope(user_id="ann", run_id="c2"), "Speaks Greek")
+    add(bank, Scope(user_id="ann"), "Prefers email")
+    keys = bank.transport.scope_keys
+    assert sorted(keys(10, include_deleted=True, run_id="c1")) == sorted(s.key for s in (ann, ben, cy))
+    assert keys(10, run_id="c1") == [ben.key, ann.key]  # live only, the fullest first
+    assert keys(10, run_id="c3") == []
+    assert len(keys(10)) == 4  # without a run_id, every scope with a live memory
+
+
 def test_delete_all_unquotes_the_scope_from_its_conversations_other_scopes(bank: MemoryBank) -> None:
     ann, ben, elsewhere = Scope(user_id="ann", run_id="c1"), Scope(user_id="ben", run_id="c1"), Scope(user_id="cy", run_id="c2")
     ingest = Actor(role="ingest")

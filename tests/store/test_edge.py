@@ -204,3 +204,30 @@ def test_a_store_from_before_tiers_is_migrated_on_open(tmp_path: Path) -> None:
         assert {h.record.id for h in bank.search(scope, "bees", limit=2, hybrid=True)} >= {record.id}  # by its dense half
     assert json.loads((root / "memsdk-store.json").read_text())["format"] == FORMAT
     assert sorted(p.name for p in root.glob("shard-*")) == ["shard-2"]  # rebuilt once, old shard removed
+
+
+def test_a_store_from_before_an_index_gets_it_on_open(tmp_path: Path) -> None:
+    """A shard written before ``scope.run_id`` was indexed is indexed on open, from the payload
+    its records already hold; nothing is rewritten, and the conversation filter finds them."""
+    import qdrant_edge as qe
+
+    from memsdk.bank import MemoryBank
+    from memsdk.embedding import HashEmbedder
+    from memsdk.store.base import INDEXED_FIELDS, RUN_ID_FIELD
+    from memsdk.types import Op, Scope
+
+    ann, ben = Scope(user_id="ann", run_id="c1"), Scope(user_id="ben", run_id="c1")
+    with MemoryBank(EdgeTransport(tmp_path, dim=64), HashEmbedder(64)) as bank:
+        bank.apply(ann, [Op.add("Ann keeps bees")])
+        bank.apply(ben, [Op.add("Ben keeps goats")])
+        transport = bank.transport
+        assert isinstance(transport, EdgeTransport)
+        transport._shard.update(qe.UpdateOperation.delete_field_index(RUN_ID_FIELD))
+        assert RUN_ID_FIELD not in transport._shard.info().payload_schema
+    reopened = EdgeTransport(tmp_path, dim=64)
+    try:
+        schema = reopened._shard.info().payload_schema
+        assert set(INDEXED_FIELDS) <= set(schema) and schema[RUN_ID_FIELD].points == 4  # two records, their two events
+        assert sorted(reopened.scope_keys(10, run_id="c1")) == sorted([ann.key, ben.key])
+    finally:
+        reopened.close()
