@@ -342,7 +342,7 @@ class MemoryBank:
     def _siblings(self, scope: Scope) -> list[Scope]:
         """The other scopes of ``scope``'s conversation (its ``run_id``), soft-deleted ones included."""
         keys = self.transport.scope_keys(MAX_SCOPES_LIMIT, include_deleted=True, run_id=scope.run_id)
-        return [s for k in keys if (s := _scope_of_key(k)).run_id == scope.run_id and s != scope]
+        return [s for k in keys if (s := _scope_of_key(k)) != scope]
 
     def _unquote(self, said: set[str], scopes: Iterable[Scope]) -> None:
         """Index again from their own words the episodic records of ``scopes`` that were indexed
