@@ -87,6 +87,16 @@ class Where:
     def state(self) -> str | None:
         return None if self.deleted is None else ("deleted" if self.deleted else "live")
 
+    @property
+    def corpus(self) -> Where:
+        """What a hybrid search computes its BM25 IDF over: the scope's memories of the tier
+        searched (every tier when none is; soft-deleted ones included; history points carry no
+        sparse vector), so other scopes' words never weigh in. Not the search's whole filter:
+        the engine checks every corpus condition on every point of the scope, and dropping kind
+        and state cost no recall (LoCoMo train and val, heuristic) and ~18 % of the hybrid time
+        at 100k in one scope. The scope alone would halve it but cost val recall@10 .016."""
+        return Where(scope_key=self.scope_key, kind=None, tier=self.tier)
+
     def matches(self, point_id: str, payload: dict[str, Any]) -> bool:
         """Reference semantics, used by the in-memory transport and the contract tests."""
         return (
@@ -148,7 +158,7 @@ class StoreTransport(Protocol):
 
     def search(self, vector: np.ndarray, where: Where, limit: int, *, sparse: Sparse | None = None) -> list[Hit]:
         """Nearest points by cosine similarity, best first. With ``sparse`` (a BM25 query),
-        hybrid: the dense and the BM25 rankings (IDF over the points ``where`` matches) fused
+        hybrid: the dense and the BM25 rankings (IDF over ``where.corpus``: the scope's tier) fused
         by reciprocal rank, `RRF_K`; the score is then the fused one, not a cosine."""
         ...
 

@@ -254,8 +254,7 @@ class EdgeTransport:
         else:
             depth = prefetch_limit(limit)
             bm25 = qe.Query.Nearest(_engine_sparse(sparse), using=SPARSE_NAME)
-            # IDF over the caller's scope, not the whole shard (other users' words must not weigh in)
-            per_scope = qe.SearchParams(idf=qe.IdfParams(corpus=flt))
+            per_scope = qe.SearchParams(idf=qe.IdfParams(corpus=_filter(where.corpus)))
             request = qe.QueryRequest(
                 limit=limit,
                 prefetches=[qe.Prefetch(limit=depth, query=dense, filter=flt), qe.Prefetch(limit=depth, query=bm25, filter=flt, params=per_scope)],

@@ -47,7 +47,8 @@ class InMemoryTransport:
         # Qdrant's semantics, written out: two prefetches fused by reciprocal rank
         depth = prefetch_limit(limit)
         fused: dict[str, float] = {}
-        for ranked in (_dense(pts, vector, depth), _bm25(pts, sparse, depth)):
+        corpus = [p for p in self._matching(where.corpus) if p.sparse is not None]
+        for ranked in (_dense(pts, vector, depth), _bm25(pts, sparse, depth, corpus)):
             for rank, hit in enumerate(ranked):
                 fused[hit.point.id] = fused.get(hit.point.id, 0.0) + 1.0 / (RRF_K + rank)
         by_id = {p.id: p for p in pts}
@@ -95,12 +96,12 @@ def _dense(pts: list[Point], vector: np.ndarray, limit: int) -> list[Hit]:
     return [Hit(pts[i], float(scores[i])) for i in top]
 
 
-def _bm25(pts: list[Point], query: Sparse, limit: int) -> list[Hit]:
+def _bm25(pts: list[Point], query: Sparse, limit: int, corpus: list[Point]) -> list[Hit]:
     """Dot product of the query with each document's BM25 term weights, every term weighted
-    by its IDF over ``pts`` (Qdrant's IDF modifier: ln(1 + (N - n + 0.5) / (n + 0.5)))."""
+    by its IDF over ``corpus`` (Qdrant's IDF modifier: ln(1 + (N - n + 0.5) / (n + 0.5)))."""
     docs = [(p, dict(zip(p.sparse.indices, p.sparse.values))) for p in pts if p.sparse is not None]
-    n = {t: sum(t in terms for _, terms in docs) for t in query.indices}
-    idf = {t: math.log(1 + (len(docs) - n[t] + 0.5) / (n[t] + 0.5)) for t in query.indices}
+    n = {t: sum(t in p.sparse.indices for p in corpus if p.sparse is not None) for t in query.indices}
+    idf = {t: math.log(1 + (len(corpus) - n[t] + 0.5) / (n[t] + 0.5)) for t in query.indices}
     scored = [(sum(w * idf[t] * terms.get(t, 0.0) for t, w in zip(query.indices, query.values)), i, p) for i, (p, terms) in enumerate(docs)]
     scored = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))[:limit]
     return [Hit(p, score) for score, _, p in scored]

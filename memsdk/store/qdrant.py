@@ -149,8 +149,7 @@ class QdrantClientTransport:
             query = {
                 "prefetch": [
                     m.Prefetch(query=dense, using=VECTOR_NAME, filter=flt, limit=depth),
-                    # IDF over the caller's scope, not the whole collection
-                    m.Prefetch(query=bm25, using=SPARSE_NAME, filter=flt, limit=depth, params=m.SearchParams(idf=m.IdfCorpusParams(corpus=flt))),
+                    m.Prefetch(query=bm25, using=SPARSE_NAME, filter=flt, limit=depth, params=m.SearchParams(idf=m.IdfCorpusParams(corpus=self._filter(where.corpus)))),
                 ],
                 "query": m.RrfQuery(rrf=m.Rrf(k=RRF_K)),
             }
