@@ -4,7 +4,10 @@ For 1k / 10k / 100k memories (384-d unit vectors, realistic record payloads) it 
 batched upsert throughput, top-10 search latency over one scope holding everything,
 top-10 search latency in one user's scope among 100 users, reopen time and disk size, then the
 same searches after the edge engine's HNSW index build, and hybrid search (dense + BM25
-sparse vectors, fused by RRF inside the engine) against dense-only on the same data.
+sparse vectors, fused by RRF inside the engine) against dense-only on the same data. For the
+edge engine, hybrid is also timed with its BM25 IDF computed over other corpora than the one
+memsdk uses (`Where.corpus`: the scope's tier), through the transport's own `search`: where
+the hybrid time goes, and what a cheaper corpus would cost.
 Search is timed through `MemoryBank.search_vector` (filter + record decoding included,
 embedding excluded; a hybrid search includes its BM25 query encoding). The last column group
 is the embedded engine's speed-up over qdrant-client local mode.
@@ -32,7 +35,7 @@ import numpy as np
 from memsdk.bank import MemoryBank, codec
 from memsdk.embedding import HashEmbedder
 from memsdk.embedding.bm25 import Bm25Encoder
-from memsdk.store import StoreTransport
+from memsdk.store import Point, StoreTransport, Where
 from memsdk.types import MemoryRecord, Scope, content_hash
 
 DIM = 384
@@ -61,6 +64,34 @@ class Row:
     hybrid_p95_ms: float | None = None
     hybrid_user_p95_ms: float | None = None
     dense_p95_ms: float | None = None  # dense, measured right before hybrid, in the same state
+    #: IDF corpus -> (one scope p95, one user's scope p95), edge only; "dense" is the baseline
+    idf_p95_ms: dict[str, tuple[float, float]] | None = None
+
+
+class _WholeFilter(Where):
+    """A search whose IDF corpus is its whole filter (scope, kind, state, tier): memsdk before
+    e11b8c7. The engine checks every corpus condition on every point of the scope."""
+
+    __slots__ = ()
+
+    @property
+    def corpus(self) -> Where:
+        return Where(self.scope_key, self.kind, self.ids, self.deleted, self.memory_id, self.tier)
+
+
+class _ScopeAlone(Where):
+    """IDF over the scope's points of every tier: cheaper, and cost LoCoMo val recall@10."""
+
+    __slots__ = ()
+
+    @property
+    def corpus(self) -> Where:
+        return Where(self.scope_key, None)
+
+
+MEMSDK_CORPUS = "scope + tier (memsdk)"
+#: the IDF corpora timed against dense: how the search's `Where` names its corpus
+IDF_CORPORA: dict[str, type[Where]] = {MEMSDK_CORPUS: Where, "whole filter": _WholeFilter, "scope alone": _ScopeAlone}
 
 
 def words(rng: np.random.Generator, k: int) -> str:
@@ -68,7 +99,7 @@ def words(rng: np.random.Generator, k: int) -> str:
     return " ".join(VOCAB[r] for r in ranks)
 
 
-def make_points(n: int, rng: np.random.Generator, scopes: list[Scope]) -> list:
+def make_points(n: int, rng: np.random.Generator, scopes: list[Scope]) -> list[Point]:
     vectors = rng.standard_normal((n, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     now = datetime.now(UTC)
@@ -101,6 +132,30 @@ def time_searches(bank: MemoryBank, scope: Scope, queries: np.ndarray, budget_s:
     return percentiles(samples)
 
 
+def time_corpora(transport: StoreTransport, scopes: tuple[Scope, Scope], queries: np.ndarray, texts: list[str]) -> dict[str, tuple[float, float]]:
+    """p95 ms of the transport's top-10 search per scope: dense, then hybrid per IDF corpus.
+    The BM25 query is encoded beforehand: only the engine's work is timed. Each condition's
+    best p95 of three passes, so one busy moment of the machine does not pick the winner."""
+    sparse = [Bm25Encoder().query(t) for t in texts]
+    conditions: dict[str, tuple[type[Where], bool]] = {"dense": (Where, False), **{k: (c, True) for k, c in IDF_CORPORA.items()}}
+    out: dict[str, tuple[float, float]] = {}
+    for name, (where_type, hybrid) in conditions.items():
+        p95s = []
+        for scope in scopes:
+            where = where_type(scope.key, "memory", deleted=False, tier="semantic")
+            best = float("inf")
+            for _ in range(3):
+                samples = []
+                for q, sp in zip(queries, sparse):
+                    t = time.perf_counter()
+                    transport.search(q, where, 10, sparse=sp if hybrid else None)
+                    samples.append(time.perf_counter() - t)
+                best = min(best, percentiles(samples)[1])
+            p95s.append(best)
+        out[name] = (p95s[0], p95s[1])
+    return out
+
+
 def disk_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
 
@@ -122,7 +177,7 @@ def bench(name: str, open_store: Callable[[Path], StoreTransport], n: int, queri
         budget = 20.0
         s50, s95 = time_searches(bank, everyone[0], qs, budget)
         u50, u95 = time_searches(bank, users[7], qs, budget)
-        indexed: tuple[float | None, ...] = (None, None, None, None)
+        indexed: tuple[float | None, float | None, float | None, float | None] = (None, None, None, None)
         if hasattr(transport, "optimize"):  # the edge engine's HNSW build (done in the background in production)
             t = time.perf_counter()
             transport.optimize()
@@ -134,6 +189,7 @@ def bench(name: str, open_store: Callable[[Path], StoreTransport], n: int, queri
         dense95 = time_searches(bank, everyone[0], qs, budget)[1]
         h50, h95 = time_searches(bank, everyone[0], qs, budget, texts)
         hybrid = (h50, h95, time_searches(bank, users[7], qs, budget, texts)[1], dense95)
+        corpora = time_corpora(transport, (everyone[0], users[7]), qs, texts) if hasattr(transport, "optimize") else None
         reopen = size = None
         if persistent:
             bank.close()
@@ -143,7 +199,7 @@ def bench(name: str, open_store: Callable[[Path], StoreTransport], n: int, queri
             reopen = time.perf_counter() - t
             size = disk_mb(workdir)
         bank.close()
-        return Row(name, n, upsert_rate, s50, s95, u50, u95, reopen, size, *indexed, *hybrid)
+        return Row(name, n, upsert_rate, s50, s95, u50, u95, reopen, size, *indexed, *hybrid, idf_p95_ms=corpora)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -158,6 +214,10 @@ def qdrant_local(path: Path) -> StoreTransport:
     from memsdk.store.qdrant import QdrantClientTransport
 
     return QdrantClientTransport(":memory:", dim=DIM)
+
+
+def gap(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
 
 
 def fmt(v: float | None, spec: str) -> str:
@@ -197,7 +257,15 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for pair in rows:
         for r in pair:
-            print(f"| {r.store} | {r.n} | {fmt(r.dense_p95_ms, '.2f')} | {fmt(r.hybrid_p50_ms, '.2f')} / {fmt(r.hybrid_p95_ms, '.2f')} | {fmt(r.hybrid_user_p95_ms, '.2f')} | {r.hybrid_p95_ms - r.dense_p95_ms:+.2f} |")
+            print(f"| {r.store} | {r.n} | {fmt(r.dense_p95_ms, '.2f')} | {fmt(r.hybrid_p50_ms, '.2f')} / {fmt(r.hybrid_p95_ms, '.2f')} | {fmt(r.hybrid_user_p95_ms, '.2f')} | {fmt(gap(r.hybrid_p95_ms, r.dense_p95_ms), '+.2f')} |")
+    print("\nEdge hybrid p95 ms by BM25 IDF corpus (transport search only, BM25 query pre-encoded; best of 3 passes), one scope of N / one user's scope:")
+    names = list(next(iter(rows))[0].idf_p95_ms or {})
+    print("| N | " + " | ".join(names) + " | memsdk - dense |")
+    print("|---|" + "---|" * (len(names) + 1))
+    for e, *_ in rows:
+        c = e.idf_p95_ms or {}
+        cells = " | ".join(f"{c[k][0]:.2f} / {c[k][1]:.2f}" for k in names)
+        print(f"| {e.n} | {cells} | {c[MEMSDK_CORPUS][0] - c['dense'][0]:+.2f} / {c[MEMSDK_CORPUS][1] - c['dense'][1]:+.2f} |")
     print("\nEmbedded engine speed-up over qdrant-client local (same process, same data):")
     print("| N | upsert x | search p95 x | user-filter p95 x |")
     print("|---|---|---|---|")

@@ -1,0 +1,46 @@
+"""benchmarks/store.py at a tiny size: it runs, and its IDF corpus table times the corpora
+it names (the figures in the README's *Store benchmark* come from it)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from memsdk.store import Where
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "store.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("store_benchmark", BENCHMARK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_timed_corpus_is_the_one_its_row_names(bench: ModuleType) -> None:
+    search = dict(scope_key="k", kind="memory", deleted=False, tier="semantic")
+    corpora = {name: cls(**search).corpus for name, cls in bench.IDF_CORPORA.items()}
+    assert corpora[bench.MEMSDK_CORPUS] == Where("k", None, tier="semantic")  # what memsdk searches with
+    assert corpora["whole filter"] == Where(**search)
+    assert corpora["scope alone"] == Where("k", None)
+
+
+def test_the_benchmark_prints_the_idf_table(bench: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "argv", ["store.py", "--sizes", "300", "--queries", "5", "--edge-only"])
+    bench.main()
+    out = capsys.readouterr().out
+    table = out.split("by BM25 IDF corpus")[1]
+    assert f"| N | dense | {' | '.join(bench.IDF_CORPORA)} | memsdk - dense |" in table
+    row = next(line for line in table.splitlines() if line.startswith("| 300 |"))
+    cells = re.findall(r"(\d+\.\d+) / (\d+\.\d+)", row)
+    assert len(cells) == 1 + len(bench.IDF_CORPORA)  # dense and each corpus, one scope / one user
+    assert all(float(a) > 0 and float(b) > 0 for a, b in cells)
