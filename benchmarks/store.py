@@ -79,6 +79,17 @@ class _WholeFilter(Where):
         return Where(self.scope_key, self.kind, self.ids, self.deleted, self.memory_id, self.tier)
 
 
+class _ScopeAndTier(Where):
+    """IDF over the scope's tier as two conditions (scope key, tier): memsdk before the
+    combined `SCOPE_TIER_FIELD`. The same corpus as memsdk's, so the same ranking."""
+
+    __slots__ = ()
+
+    @property
+    def corpus(self) -> Where:
+        return Where(self.scope_key, None, tier=self.tier)
+
+
 class _ScopeAlone(Where):
     """IDF over the scope's points of every tier: cheaper, and cost LoCoMo val recall@10."""
 
@@ -91,7 +102,9 @@ class _ScopeAlone(Where):
 
 MEMSDK_CORPUS = "scope + tier (memsdk)"
 #: the IDF corpora timed against dense: how the search's `Where` names its corpus
-IDF_CORPORA: dict[str, type[Where]] = {MEMSDK_CORPUS: Where, "whole filter": _WholeFilter, "scope alone": _ScopeAlone}
+IDF_CORPORA: dict[str, type[Where]] = {
+    MEMSDK_CORPUS: Where, "scope, tier (two conditions)": _ScopeAndTier, "whole filter": _WholeFilter, "scope alone": _ScopeAlone,
+}  # fmt: skip
 
 
 def words(rng: np.random.Generator, k: int) -> str:

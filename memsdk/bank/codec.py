@@ -13,12 +13,12 @@ from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
-from memsdk.store.base import Point, Sparse, Where
+from memsdk.store.base import SCOPE_TIER_FIELD, Point, Sparse, Where, scope_tier_key
 from memsdk.types import HistoryEvent, MemoryRecord, Scope
 
 __all__ = ["record_point", "event_point", "decode_record", "decode_event", "memories", "events", "scope_points"]
 
-_INTERNAL = ("kind", "scope_key", "state")
+_INTERNAL = ("kind", "scope_key", "state", SCOPE_TIER_FIELD)
 
 
 class _Conditions(TypedDict, total=False):
@@ -49,6 +49,7 @@ def record_point(record: MemoryRecord, vector: np.ndarray | None, sparse: Sparse
     # random floats came back one ULP off, 6.45995876853461e+115 as 6.4599587685346095e+115)
     payload["metadata"] = json.dumps(payload["metadata"], ensure_ascii=False)
     payload.update(kind="memory", scope_key=record.scope.key, state="deleted" if record.deleted else "live")
+    payload[SCOPE_TIER_FIELD] = scope_tier_key(record.scope.key, payload["tier"])
     return Point(str(record.id), payload, vector, sparse)
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 __all__ = [
     "Kind", "Where", "Sparse", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "SPARSE_NAME", "RRF_K", "INDEXED_FIELDS", "RUN_ID_FIELD",
-    "prefetch_limit", "LEASE_TTL_S", "LEASE_WAIT_S", "LocalLeases", "hold",
+    "SCOPE_TIER_FIELD", "scope_tier_key", "group_by_scope_tier", "prefetch_limit", "LEASE_TTL_S", "LEASE_WAIT_S", "LocalLeases", "hold",
 ]  # fmt: skip
 
 Kind = Literal["memory", "event"]
@@ -61,7 +61,28 @@ RUN_ID_FIELD = "scope.run_id"
 #: payload fields every transport indexes (keyword), because queries filter on them.
 #: ``state`` is "live" or "deleted" as a keyword, not a bool: qdrant-edge 0.9 turns
 #: ``MatchValue(False)`` into the integer 0, which never matches a stored bool.
-INDEXED_FIELDS = ("scope_key", "kind", "state", "memory_id", "tier", RUN_ID_FIELD)
+#: a memory's scope key and tier in one keyword (`scope_tier_key`): a hybrid search's BM25
+#: IDF corpus is one condition on it instead of two. The engine pays each corpus condition on
+#: every point of the scope: sparse-only p95 at 100k in one scope, 22 ms for scope + tier as
+#: two conditions, 3 ms as this one (2.6 for the scope alone).
+SCOPE_TIER_FIELD = "scope_tier"
+INDEXED_FIELDS = ("scope_key", "kind", "state", "memory_id", "tier", RUN_ID_FIELD, SCOPE_TIER_FIELD)
+
+
+def scope_tier_key(scope_key: str, tier: str) -> str:
+    """One value per (scope, tier): a scope key is JSON ending in "]" and a tier holds no "/",
+    so no two pairs share one."""
+    return f"{scope_key}/{tier}"
+
+
+def group_by_scope_tier(payloads: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, list[str]]:
+    """Memory point ids by the `SCOPE_TIER_FIELD` value their payload should hold: what a
+    transport writes onto memories stored before the field existed (one write per value)."""
+    groups: dict[str, list[str]] = {}
+    for point_id, payload in payloads:
+        if payload.get("tier") is not None:  # none: from before tiers, which no tier search finds
+            groups.setdefault(scope_tier_key(payload["scope_key"], payload["tier"]), []).append(point_id)
+    return groups
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +97,9 @@ class Where:
     deleted: bool | None = None
     memory_id: str | None = None
     tier: str | None = None
+    #: `scope_tier_key(scope_key, tier)`; it implies the scope, so a transport filters on it
+    #: alone, as one condition (only `corpus` sets it)
+    scope_tier: str | None = None
 
     def __post_init__(self) -> None:
         # Defence in depth: the bank always passes a key; an empty one would match nothing in
@@ -94,8 +118,11 @@ class Where:
         sparse vector), so other scopes' words never weigh in. Not the search's whole filter:
         the engine checks every corpus condition on every point of the scope, and dropping kind
         and state cost no recall (LoCoMo train and val, heuristic) and ~18 % of the hybrid time
-        at 100k in one scope. The scope alone would halve it but cost val recall@10 .016."""
-        return Where(scope_key=self.scope_key, kind=None, tier=self.tier)
+        at 100k in one scope; scope and tier are one condition (`SCOPE_TIER_FIELD`). The scope
+        alone costs val recall@10 .016."""
+        if self.tier is None:
+            return Where(scope_key=self.scope_key, kind=None)
+        return Where(scope_key=self.scope_key, kind=None, scope_tier=scope_tier_key(self.scope_key, self.tier))
 
     def matches(self, point_id: str, payload: dict[str, Any]) -> bool:
         """Reference semantics, used by the in-memory transport and the contract tests."""
@@ -106,6 +133,7 @@ class Where:
             and (self.deleted is None or payload.get("state") == self.state)
             and (self.memory_id is None or payload.get("memory_id") == self.memory_id)
             and (self.tier is None or payload.get("tier") == self.tier)
+            and (self.scope_tier is None or payload.get(SCOPE_TIER_FIELD) == self.scope_tier)
         )
 
 

@@ -34,17 +34,28 @@ import numpy as np
 import qdrant_edge as qe
 
 from memsdk.errors import StoreError, StoreLocked
-from memsdk.store.base import INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, RRF_K, RUN_ID_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where, prefetch_limit
+from memsdk.store.base import (
+    INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, RRF_K, RUN_ID_FIELD, SCOPE_TIER_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where,
+    group_by_scope_tier, prefetch_limit,
+)  # fmt: skip
 
 __all__ = ["EdgeTransport"]
 
 _PAGE = 1024
 #: the layout version in memsdk-store.json; 2 added the ``tier`` payload field
-FORMAT = 2
+FORMAT = 3
+#: the first format with BM25 sparse vectors (tiers)
+_SPARSE_FORMAT = 2
+
+
+def _scope_condition(where: Where) -> qe.FieldCondition:
+    if where.scope_tier is not None:  # it implies the scope: one condition, not two
+        return qe.FieldCondition(key=SCOPE_TIER_FIELD, match=qe.MatchValue(where.scope_tier))
+    return qe.FieldCondition(key="scope_key", match=qe.MatchValue(where.scope_key))
 
 
 def _filter(where: Where) -> qe.Filter:
-    must: list[Any] = [qe.FieldCondition(key="scope_key", match=qe.MatchValue(where.scope_key))]
+    must: list[Any] = [_scope_condition(where)]
     if where.kind is not None:
         must.append(qe.FieldCondition(key="kind", match=qe.MatchValue(where.kind)))
     if where.ids is not None:
@@ -163,14 +174,34 @@ class EdgeTransport:
         """Format 1 (before tiers) -> 2: every point gets ``tier: semantic``, then the shard is
         rebuilt (as `purge` does) with the tier index and the BM25 sparse vector config.
         Old memories have no BM25 vector, so hybrid search finds them by the dense half only
-        until they are re-imported. Each step is idempotent: a crash is finished next open."""
-        if self._format() >= FORMAT:
+        until they are re-imported. 2 -> 3: every memory gets its `SCOPE_TIER_FIELD`, without
+        which the BM25 IDF of its scope's searches would not count it. Each step is
+        idempotent: a crash is finished next open."""
+        found = self._format()
+        if found >= FORMAT:
             return
-        self._shard.update(qe.UpdateOperation.set_payload_by_filter(qe.Filter(must=[qe.IsEmptyCondition("tier")]), {"tier": "semantic"}))
-        self._shard.flush()
-        self.purge()
+        if found < _SPARSE_FORMAT:
+            self._shard.update(qe.UpdateOperation.set_payload_by_filter(qe.Filter(must=[qe.IsEmptyCondition("tier")]), {"tier": "semantic"}))
+            self._shard.flush()
+            self.purge()
+        self._backfill_scope_tier()
         meta_path = self.root / "memsdk-store.json"
         _atomic_write(meta_path, json.dumps({**json.loads(meta_path.read_text()), "format": FORMAT}))
+
+    def _backfill_scope_tier(self) -> None:
+        missing = qe.Filter(must=[qe.FieldCondition(key="kind", match=qe.MatchValue("memory")), qe.IsEmptyCondition(SCOPE_TIER_FIELD)])
+        pairs: list[tuple[str, dict[str, Any]]] = []
+        offset = None
+        while True:  # read every page before the first write, so no write moves a page
+            page, offset = self._shard.scroll(qe.ScrollRequest(offset=offset, limit=_PAGE, filter=missing, with_payload=True, with_vector=False))
+            pairs += [(str(r.id), dict(r.payload or {})) for r in page]
+            if offset is None:
+                break
+        for key, ids in group_by_scope_tier(pairs).items():
+            for i in range(0, len(ids), _PAGE):
+                batch: list[qe.PointId] = list(ids[i : i + _PAGE])
+                self._shard.update(qe.UpdateOperation.set_payload(batch, {SCOPE_TIER_FIELD: key}))
+        self._shard.flush()
 
     def _current_name(self) -> str:
         current = self.root / "CURRENT"
@@ -195,7 +226,7 @@ class EdgeTransport:
         try:
             if (path / "edge_config.json").exists():
                 # a format-1 shard has no sparse vectors yet: `_migrate` rebuilds it with them
-                shard = qe.EdgeShard.load(str(path), self._config(sparse=self._format() >= FORMAT))
+                shard = qe.EdgeShard.load(str(path), self._config(sparse=self._format() >= _SPARSE_FORMAT))
             else:
                 shard = qe.EdgeShard.create(str(path), self._config())
             # on a loaded shard too: one written before a field was indexed gets its index here

@@ -23,7 +23,7 @@ from typing import Any, ParamSpec, TypeVar
 import numpy as np
 
 from memsdk.errors import StoreError, StoreLocked, StoreUnavailable
-from memsdk.store.base import INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, RRF_K, RUN_ID_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where, hold, prefetch_limit
+from memsdk.store.base import INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, RRF_K, RUN_ID_FIELD, SCOPE_TIER_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where, group_by_scope_tier, hold, prefetch_limit
 
 __all__ = ["QdrantClientTransport"]
 
@@ -90,6 +90,7 @@ class QdrantClientTransport:
             # a collection made before hybrid search has no BM25 vector: it stays dense-only
             self.hybrid = SPARSE_NAME in (info.config.params.sparse_vectors or {})
             indexed = set(info.payload_schema or {})
+            self._backfill_scope_tier()
         else:
             self._client.create_collection(
                 self.collection,
@@ -105,9 +106,26 @@ class QdrantClientTransport:
             schema = m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=field == "scope_key")
             self._client.create_payload_index(self.collection, field, field_schema=schema)
 
+    def _backfill_scope_tier(self) -> None:
+        """Memories stored before `SCOPE_TIER_FIELD` get it: their scope's BM25 IDF would not
+        count them. A scroll that finds nothing once every memory has it."""
+        m = self._m
+        missing = m.Filter(must=[m.FieldCondition(key="kind", match=m.MatchValue(value="memory")), m.IsEmptyCondition(is_empty=m.PayloadField(key=SCOPE_TIER_FIELD))])
+        pairs: list[tuple[str, dict[str, Any]]] = []
+        offset = None
+        while True:  # read every page before the first write, so no write moves a page
+            page, offset = self._client.scroll(self.collection, scroll_filter=missing, limit=_PAGE, offset=offset, with_payload=True, with_vectors=False)
+            pairs += [(str(p.id), dict(p.payload or {})) for p in page]
+            if offset is None:
+                break
+        for key, ids in group_by_scope_tier(pairs).items():
+            self._client.set_payload(self.collection, {SCOPE_TIER_FIELD: key}, points=m.PointIdsList(points=[*ids]), wait=True)
+
     def _filter(self, where: Where) -> Any:
         m = self._m
-        must: list[Any] = [m.FieldCondition(key="scope_key", match=m.MatchValue(value=where.scope_key))]
+        # a scope_tier implies the scope: one condition, not two
+        scope = ("scope_key", where.scope_key) if where.scope_tier is None else (SCOPE_TIER_FIELD, where.scope_tier)
+        must: list[Any] = [m.FieldCondition(key=scope[0], match=m.MatchValue(value=scope[1]))]
         if where.kind is not None:
             must.append(m.FieldCondition(key="kind", match=m.MatchValue(value=where.kind)))
         if where.ids is not None:

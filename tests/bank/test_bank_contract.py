@@ -13,7 +13,7 @@ import pytest
 from memsdk.bank import MemoryBank
 from memsdk.errors import Conflict, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
 from memsdk.embedding import HashEmbedder
-from memsdk.store.base import Point, Sparse, Where
+from memsdk.store.base import SCOPE_TIER_FIELD, Point, Sparse, Where, scope_tier_key
 from memsdk.types import Actor, EventType, Op, OpType, Scope, content_hash
 
 from .conftest import DIM, BankFactory
@@ -490,23 +490,27 @@ def test_hybrid_search_finds_the_exact_word_dense_search_cannot_see(engine, tmp_
         assert fork.search(alice, "zebra", limit=1, hybrid=True)[0].record.id == deleted.id
 
 
-def test_hybrid_idf_is_the_scopes_own(engine, tmp_path) -> None:
-    """BM25 weighs a word by how rare it is in the caller's scope, not in the store: another
-    user who says "t2" in every memory must not change the order of this user's memories.
-    Dense ranks c, a, b, d; BM25 decides between a ("t1") and b ("t2"): in this scope t1 is
-    the commoner word (a and d), so b wins; a store-wide IDF (t2 in 21 memories) would pick a."""
+@pytest.mark.parametrize("crowd", ["another scope", "another tier"])
+def test_hybrid_idf_is_the_scopes_tiers_own(engine, tmp_path, crowd: str) -> None:
+    """BM25 weighs a word by how rare it is in the tier searched of the caller's scope, not in
+    the store: 20 memories saying "t2" in another user's scope, or in this scope's episodic
+    tier, must not change the order of this scope's semantic memories. Dense ranks c, a, b,
+    d; BM25 decides between a ("t1") and b ("t2"): in this corpus t1 is the commoner word (a
+    and d), so b wins; an IDF that counted the crowd (t2 in 21 memories) would pick a."""
     transport = engine.make(tmp_path)
     mine, theirs = "scope-mine", "scope-theirs"
 
-    def point(scope_key: str, angle: float, terms: dict[int, float]) -> Point:
+    def point(scope_key: str, tier: str, angle: float, terms: dict[int, float]) -> Point:
         vector = np.zeros(DIM, dtype=np.float32)
         vector[:2] = np.cos(angle), np.sin(angle)
-        return Point(str(uuid.uuid4()), {"scope_key": scope_key, "kind": "memory", "state": "live"}, vector, Sparse(tuple(terms), tuple(terms.values())))
+        payload = {"scope_key": scope_key, "kind": "memory", "state": "live", "tier": tier, SCOPE_TIER_FIELD: scope_tier_key(scope_key, tier)}
+        return Point(str(uuid.uuid4()), payload, vector, Sparse(tuple(terms), tuple(terms.values())))
 
-    c, a, b, d = (point(mine, angle, terms) for angle, terms in ((0.0, {3: 1.0}), (0.6, {1: 1.0}), (0.9, {2: 1.0}), (1.2, {1: 0.01})))
-    transport.upsert([c, a, b, d] + [point(theirs, 1.5, {2: 1.0}) for _ in range(20)])
+    c, a, b, d = (point(mine, "semantic", angle, terms) for angle, terms in ((0.0, {3: 1.0}), (0.6, {1: 1.0}), (0.9, {2: 1.0}), (1.2, {1: 0.01})))
+    where, tier = (theirs, "semantic") if crowd == "another scope" else (mine, "episodic")
+    transport.upsert([c, a, b, d] + [point(where, tier, 1.5, {2: 1.0}) for _ in range(20)])
     query = np.zeros(DIM, dtype=np.float32)
     query[0] = 1.0
-    hits = transport.search(query, Where(scope_key=mine, kind="memory", deleted=False), 4, sparse=Sparse((1, 2), (1.0, 1.0)))
+    hits = transport.search(query, Where(scope_key=mine, kind="memory", deleted=False, tier="semantic"), 4, sparse=Sparse((1, 2), (1.0, 1.0)))
     assert [h.point.id for h in hits][:2] == [b.id, a.id]
     transport.close()

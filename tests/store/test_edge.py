@@ -231,3 +231,30 @@ def test_a_store_from_before_an_index_gets_it_on_open(tmp_path: Path) -> None:
         assert sorted(reopened.scope_keys(10, run_id="c1")) == sorted([ann.key, ben.key])
     finally:
         reopened.close()
+
+
+def test_a_store_from_before_the_scope_tier_key_gets_it_on_open(tmp_path: Path) -> None:
+    """Format 2 memories lack `SCOPE_TIER_FIELD`, so a tier's BM25 IDF would not count them:
+    opened as format 3, each memory gets its key (events none), and nothing else changes."""
+    from memsdk.store.base import SCOPE_TIER_FIELD, Where, scope_tier_key
+    from memsdk.store.edge import FORMAT
+
+    root = tmp_path / "store"
+    with open_bank(root) as bank:
+        bank.apply(ALICE, [Op.add("Alice keeps bees", tier="semantic"), Op.add("Alice said hi", tier="episodic")])
+        transport = bank.transport
+        assert isinstance(transport, EdgeTransport)
+        import qdrant_edge as qe
+
+        transport._shard.update(qe.UpdateOperation.delete_payload_by_filter(qe.Filter(must=[]), [SCOPE_TIER_FIELD]))
+        before = {r.id: r for r in bank.list(ALICE)}
+    (root / "memsdk-store.json").write_text(json.dumps({"format": 2, "dim": DIM}))
+    with open_bank(root) as bank:
+        transport = bank.transport
+        assert isinstance(transport, EdgeTransport)
+        for tier in ("semantic", "episodic"):
+            assert transport.count(Where(ALICE.key, None, scope_tier=scope_tier_key(ALICE.key, tier))) == 1
+        assert transport.count(Where(ALICE.key, "event")) == 2 and transport.count(Where(ALICE.key, None)) == 4
+        assert {r.id: r for r in bank.list(ALICE)} == before
+        assert bank.search(ALICE, "bees", limit=1, tier="semantic", hybrid=True)[0].record.text == "Alice keeps bees"
+    assert json.loads((root / "memsdk-store.json").read_text())["format"] == FORMAT == 3

@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 from memsdk.store import Where
+from memsdk.store.base import scope_tier_key
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "store.py"
 
@@ -29,7 +30,8 @@ def bench() -> ModuleType:
 def test_each_timed_corpus_is_the_one_its_row_names(bench: ModuleType) -> None:
     search = dict(scope_key="k", kind="memory", deleted=False, tier="semantic")
     corpora = {name: cls(**search).corpus for name, cls in bench.IDF_CORPORA.items()}
-    assert corpora[bench.MEMSDK_CORPUS] == Where("k", None, tier="semantic")  # what memsdk searches with
+    assert corpora[bench.MEMSDK_CORPUS] == Where("k", None, scope_tier=scope_tier_key("k", "semantic"))  # what memsdk searches with
+    assert corpora["scope, tier (two conditions)"] == Where("k", None, tier="semantic")
     assert corpora["whole filter"] == Where(**search)
     assert corpora["scope alone"] == Where("k", None)
 
