@@ -55,6 +55,9 @@ ScopeLike = Scope | dict[str, Any]
 LOCK_STRIPES = 64
 #: `scopes`' largest limit: the engine's facet takes a machine-size integer (2**64 was a StoreError)
 MAX_SCOPES_LIMIT = 2**31 - 1
+#: turns `adjacent` returns each way: a hash names several turns only when a text repeats
+#: ("ok"), and the turn wanted is the latest stored before the record (or the first after)
+ADJACENT_LIMIT = 256
 
 
 def as_scope(value: object, field: str = "scope") -> Scope:
@@ -378,6 +381,28 @@ class MemoryBank:
         where = codec.memories(scope, deleted=None if include_deleted else False, tier=as_tier(tier))
         records = sorted((codec.decode_record(p) for p in self.transport.scroll(where)), key=lambda r: (r.created_at, str(r.id)))
         return records[offset : None if limit is None else offset + limit]
+
+    def adjacent(self, scope: ScopeLike, records: Iterable[MemoryRecord]) -> builtins.list[MemoryRecord]:
+        """The live episodic turns of ``scope`` said right before or right after one of
+        ``records`` (turns of this scope or of another of the conversation). A turn's
+        `MemoryRecord.context_hash` is the content hash of the turn before it, so a turn before a
+        record has the record's context hash as its content hash, and a turn after it has the
+        record's content hash as its context hash. Text repeats ("Thanks!"), so one hash may name
+        several turns: the caller tells them apart by ``created_at`` (`memsdk.client.pipeline.next_turn`).
+        At most `ADJACENT_LIMIT` turns each way, the latest stored."""
+        scope = as_scope(scope)
+        records = builtins.list(records)
+        said = frozenset(h for r in records if (h := r.context_hash) is not None)
+        heard = frozenset(r.content_hash for r in records)
+        found: dict[uuid.UUID, MemoryRecord] = {}
+        for where in (
+            codec.memories(scope, deleted=False, tier=Tier.EPISODIC.value, content_hashes=said) if said else None,
+            codec.memories(scope, deleted=False, tier=Tier.EPISODIC.value, context_hashes=heard) if heard else None,
+        ):
+            if where is not None:
+                turns = sorted(self._scroll_records(where), key=lambda r: r.created_at)[-ADJACENT_LIMIT:]
+                found.update((r.id, r) for r in turns)
+        return sorted(found.values(), key=lambda r: (r.created_at, str(r.id)))
 
     def scopes(self, *, limit: int = 100_000) -> builtins.list[Scope]:
         """Every scope that holds a live memory, ordered by key; ids only, never content.

@@ -28,6 +28,8 @@ class _Conditions(TypedDict, total=False):
     deleted: bool | None
     memory_id: str | None
     tier: str | None
+    content_hashes: frozenset[str] | None
+    context_hashes: frozenset[str] | None
 
 
 def memories(scope: Scope, **conditions: Unpack[_Conditions]) -> Where:

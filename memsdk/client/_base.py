@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from memsdk.bank import MemoryBank, as_memory_id, as_query, as_scope
 from memsdk.bank.transition import Transition
-from memsdk.client.pipeline import ActivePolicies, AnswerOutcome, Apply, Effect, IngestOutcome, Search, applied_ops, ingest_steps, write_steps
+from memsdk.client.pipeline import ActivePolicies, Adjacent, AnswerOutcome, Apply, Effect, IngestOutcome, Search, applied_ops, ingest_steps, write_steps
 from memsdk.client.reading import ReadPlan, as_source, plan_read
 from memsdk.client.policies import B, Backends, Endpoint, PolicySet, Switch
 from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo, ReadResult
@@ -322,6 +322,10 @@ class BaseClient(Generic[B]):
             for scope in effect.scopes:
                 hits += self.bank.search_vector(scope, vector, limit=effect.limit_each, tier=effect.tier, text=effect.query[:2000] if effect.hybrid else None)
         return hits
+
+    def _adjacent(self, effect: Adjacent, timings: Timings) -> list[MemoryRecord]:
+        with self._stage(timings, "retrieval"):
+            return [r for scope in effect.scopes for r in self.bank.adjacent(scope, effect.records)]
 
     def _apply(self, effect: Apply, timings: Timings) -> Any:
         with self._stage(timings, "store"):

@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model
 from memsdk.client.policies import Endpoint, Switch
-from memsdk.client.pipeline import Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
+from memsdk.client.pipeline import Adjacent, Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
 from memsdk.policies.base import Call, Chat, R, acall, achat
 from memsdk.client.results import AnswerResult, IngestResult, ReadResult
 from memsdk.errors import Conflict, MemsdkError
@@ -69,6 +69,8 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
     async def _handle(self, effect: Effect, timings: Timings) -> Any:
         if isinstance(effect, Search):
             return await asyncio.to_thread(self._search, effect, timings)
+        if isinstance(effect, Adjacent):
+            return await asyncio.to_thread(self._adjacent, effect, timings)
         if isinstance(effect, Apply):
             return await asyncio.to_thread(self._apply, effect, timings)
         with self._stage(timings, "llm"):

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model
 from memsdk.client.policies import Endpoint, Switch
-from memsdk.client.pipeline import Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
+from memsdk.client.pipeline import Adjacent, Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
 from memsdk.policies.base import Call, Chat, R, chat
 from memsdk.client.results import AnswerResult, IngestResult, ReadResult
 from memsdk.errors import Conflict, MemsdkError
@@ -63,6 +63,8 @@ class MemoryClient(BaseClient[LoRABackend]):
     def _handle(self, effect: Effect, timings: Timings) -> Any:
         if isinstance(effect, Search):
             return self._search(effect, timings)
+        if isinstance(effect, Adjacent):
+            return self._adjacent(effect, timings)
         if isinstance(effect, Apply):
             return self._apply(effect, timings)
         with self._stage(timings, "llm"):

@@ -30,7 +30,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 __all__ = [
-    "Kind", "Where", "Sparse", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "SPARSE_NAME", "RRF_K", "INDEXED_FIELDS", "RUN_ID_FIELD",
+    "Kind", "Where", "Sparse", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "SPARSE_NAME", "RRF_K", "INDEXED_FIELDS", "HASH_FIELDS", "RUN_ID_FIELD",
     "SCOPE_TIER_FIELD", "scope_tier_key", "group_by_scope_tier", "prefetch_limit", "LEASE_TTL_S", "LEASE_WAIT_S", "LocalLeases", "hold",
 ]  # fmt: skip
 
@@ -66,7 +66,11 @@ RUN_ID_FIELD = "scope.run_id"
 #: every point of the scope: sparse-only p95 at 100k in one scope, 22 ms for scope + tier as
 #: two conditions, 3 ms as this one (2.6 for the scope alone).
 SCOPE_TIER_FIELD = "scope_tier"
-INDEXED_FIELDS = ("scope_key", "kind", "state", "memory_id", "tier", RUN_ID_FIELD, SCOPE_TIER_FIELD)
+#: the hashes that link an episodic turn to the turns said around it (`MemoryRecord.context_hash`
+#: names its previous turn's `content_hash`): indexed, so the answer path finds a hit's
+#: neighbours (`MemoryBank.adjacent`) without a scan of the scope
+HASH_FIELDS = ("content_hash", "context_hash")
+INDEXED_FIELDS = ("scope_key", "kind", "state", "memory_id", "tier", RUN_ID_FIELD, SCOPE_TIER_FIELD, *HASH_FIELDS)
 
 
 def scope_tier_key(scope_key: str, tier: str) -> str:
@@ -100,6 +104,10 @@ class Where:
     #: `scope_tier_key(scope_key, tier)`; it implies the scope, so a transport filters on it
     #: alone, as one condition (only `corpus` sets it)
     scope_tier: str | None = None
+    #: records whose `content_hash` is one of these (any of them: Qdrant's MatchAny)
+    content_hashes: frozenset[str] | None = None
+    #: records whose `context_hash` is one of these
+    context_hashes: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         # Defence in depth: the bank always passes a key; an empty one would match nothing in
@@ -134,6 +142,8 @@ class Where:
             and (self.memory_id is None or payload.get("memory_id") == self.memory_id)
             and (self.tier is None or payload.get("tier") == self.tier)
             and (self.scope_tier is None or payload.get(SCOPE_TIER_FIELD) == self.scope_tier)
+            and (self.content_hashes is None or payload.get("content_hash") in self.content_hashes)
+            and (self.context_hashes is None or payload.get("context_hash") in self.context_hashes)
         )
 
 

@@ -35,7 +35,7 @@ import qdrant_edge as qe
 
 from memsdk.errors import StoreError, StoreLocked
 from memsdk.store.base import (
-    INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, RRF_K, RUN_ID_FIELD, SCOPE_TIER_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where,
+    HASH_FIELDS, INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, RRF_K, RUN_ID_FIELD, SCOPE_TIER_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where,
     group_by_scope_tier, prefetch_limit,
 )  # fmt: skip
 
@@ -66,6 +66,9 @@ def _filter(where: Where) -> qe.Filter:
         must.append(qe.FieldCondition(key="memory_id", match=qe.MatchValue(where.memory_id)))
     if where.tier is not None:
         must.append(qe.FieldCondition(key="tier", match=qe.MatchValue(where.tier)))
+    for field, values in zip(HASH_FIELDS, (where.content_hashes, where.context_hashes)):
+        if values is not None:
+            must.append(qe.FieldCondition(key=field, match=qe.MatchAny(sorted(values))))
     return qe.Filter(must=must)
 
 

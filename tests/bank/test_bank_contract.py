@@ -514,3 +514,28 @@ def test_hybrid_idf_is_the_scopes_tiers_own(engine, tmp_path, crowd: str) -> Non
     hits = transport.search(query, Where(scope_key=mine, kind="memory", deleted=False, tier="semantic"), 4, sparse=Sparse((1, 2), (1.0, 1.0)))
     assert [h.point.id for h in hits][:2] == [b.id, a.id]
     transport.close()
+
+
+def test_adjacent_is_the_live_turns_said_right_before_and_after(bank: MemoryBank, alice: Scope, bob: Scope) -> None:
+    """A turn's context hash names the turn before it, whichever scope said it: `adjacent`
+    returns the scope's live episodic turns right before or after the records asked about,
+    never another scope's, never a forgotten one; a repeated text names each of its turns."""
+
+    def turn(scope: Scope, text: str, before: str | None = None) -> uuid.UUID:
+        return bank.apply(scope, [Op.add(text, tier="episodic", context=before)]).changes[0].after.id
+
+    puppy = turn(alice, "We adopted a puppy last week")
+    name = turn(bob, "What did you name it?", "We adopted a puppy last week")
+    buddy = turn(alice, "Buddy, after my grandfather", "What did you name it?")
+    rome = turn(alice, "Anyway, how was Rome?", "Buddy, after my grandfather")
+    bank.apply(alice, [Op.add("Buddy, after my grandfather")])  # a semantic fact with the same text: not a turn
+    get = lambda scope, mid: bank.get(scope, mid)  # noqa: E731
+    ids = lambda records: {r.id for r in records}  # noqa: E731
+    assert ids(bank.adjacent(alice, [get(bob, name)])) == {puppy, buddy}
+    assert ids(bank.adjacent(bob, [get(alice, buddy)])) == {name}
+    assert ids(bank.adjacent(alice, [get(alice, buddy)])) == {rome}
+    assert bank.adjacent(alice, [get(alice, puppy)]) == []  # what follows it is bob's
+    again = turn(alice, "Anyway, how was Rome?", "Buddy, after my grandfather")
+    assert ids(bank.adjacent(alice, [get(alice, buddy)])) == {rome, again}
+    bank.apply(alice, [Op.delete(rome), Op.delete(again)], actor=Actor(role="forget"))
+    assert bank.adjacent(alice, [get(alice, buddy)]) == []
