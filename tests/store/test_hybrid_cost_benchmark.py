@@ -1,0 +1,34 @@
+"""benchmarks/hybrid_cost.py at a tiny size: it runs and prints a timing per condition it
+names, for each size (the README's *Store benchmark* decomposition comes from it)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "hybrid_cost.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("hybrid_cost_benchmark", BENCHMARK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmark_times_each_condition_at_each_size(bench: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "argv", ["hybrid_cost.py", "--sizes", "200", "400", "--queries", "5"])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "| condition | N = 200 | N = 400 |" in out
+    rows = {line.split(" | ")[0].lstrip("| "): re.findall(r"\d+\.\d+", line) for line in out.splitlines() if line.startswith("| ") and "condition" not in line}
+    assert {"dense", bench.GLOBAL_HYBRID, bench.MEMSDK_HYBRID} <= set(rows)
+    assert len(rows) == 7 and all(len(cells) == 2 and all(float(c) > 0 for c in cells) for cells in rows.values())
+    assert re.search(r"N = 400: hybrid - dense p95 [+-]\d+\.\d+ ms \(memsdk\), [+-]\d+\.\d+ ms with global IDF", out)
