@@ -30,5 +30,6 @@ def test_the_benchmark_times_each_condition_at_each_size(bench: ModuleType, monk
     assert "| condition | N = 200 | N = 400 |" in out
     rows = {line.split(" | ")[0].lstrip("| "): re.findall(r"\d+\.\d+", line) for line in out.splitlines() if line.startswith("| ") and "condition" not in line}
     assert {"dense", bench.GLOBAL_HYBRID, bench.MEMSDK_HYBRID} <= set(rows)
-    assert len(rows) == 7 and all(len(cells) == 2 and all(float(c) > 0 for c in cells) for cells in rows.values())
-    assert re.search(r"N = 400: hybrid - dense p95 [+-]\d+\.\d+ ms \(memsdk\), [+-]\d+\.\d+ ms with global IDF", out)
+    assert {bench.ALONE_DENSE, bench.ALONE_HYBRID} <= set(rows)
+    assert len(rows) == 9 and all(len(cells) == 2 and all(float(c) > 0 for c in cells) for cells in rows.values())
+    assert re.search(r"N = 400: hybrid - dense p95 [+-]\d+\.\d+ ms \(memsdk\), [+-]\d+\.\d+ ms with global IDF, [+-]\d+\.\d+ ms in a store of the scope.s tier alone", out)
