@@ -3,28 +3,20 @@ it names (the figures in the README's *Store benchmark* come from it)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from memsdk.store import Where
 from memsdk.store.base import scope_tier_key
-
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "store.py"
+from tests.store.conftest import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("store_benchmark", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("store.py")
 
 
 def test_each_timed_corpus_is_the_one_its_row_names(bench: ModuleType) -> None:
