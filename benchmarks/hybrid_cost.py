@@ -109,7 +109,9 @@ class Requests:
 
 
 def indexed_store(path: Path, points: list[Point]) -> EdgeTransport:
-    transport = EdgeTransport(path, dim=store.DIM, index_after=None)
+    """One shard holding ``points`` (no scope moved to a shard of its own: this benchmark
+    lays the two layouts out itself), indexed."""
+    transport = EdgeTransport(path, dim=store.DIM, index_after=None, dedicate_after=None)
     for i in range(0, len(points), store.BATCH):
         transport.upsert(points[i : i + store.BATCH])
     transport.optimize()
@@ -131,7 +133,7 @@ def conditions(n: int, queries: int) -> dict[str, float]:
 
         shared = indexed_store(workdir / "shared", mine + store.make_points(n, rng, users))
         # requests memsdk never sends go to the engine itself
-        on_shared = Requests(shared._shard, _filter(where), vectors, sparse)
+        on_shared = Requests(shared._routes.shared.engine, _filter(where), vectors, sparse)
         own = _filter(where.corpus)
         sends: dict[str, Callable[[int], object]] = {
             "dense": on_shared.dense(),
@@ -148,7 +150,7 @@ def conditions(n: int, queries: int) -> dict[str, float]:
         alone = indexed_store(workdir / "alone", mine)
         # the scope is the whole store: only kind and state are left to filter on
         live = qe.Filter(must=[qe.FieldCondition(key=k, match=qe.MatchValue(v)) for k, v in (("kind", "memory"), ("state", "live"))])
-        on_alone = Requests(alone._shard, live, vectors, sparse)
+        on_alone = Requests(alone._routes.shared.engine, live, vectors, sparse)
         out[ALONE_DENSE] = p95_ms(on_alone.dense(), queries)
         out[ALONE_HYBRID] = p95_ms(on_alone.hybrid(None), queries)
         alone.close()

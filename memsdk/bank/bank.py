@@ -7,7 +7,7 @@ Locking: a write to a scope holds that scope's lock (one of ``lock_stripes`` str
 for its whole read-plan-write cycle, so two threads applying ops to the same scope never
 interleave; writes to different scopes overlap, embedding and planning included. Only the
 engine write itself (`_store_lock`) and the history sequence counter (`_seq_lock`) are
-global. `delete_all` takes every stripe: its purge rewrites the whole shard. Reads take no
+global. `delete_all` takes every stripe: its purge rewrites whole shards. Reads take no
 lock (the transports serve reads beside a write, as they did under the old bank-wide lock).
 
 Inside the scope's lock a write takes the scope's lease in the store (`StoreTransport.lease`),
@@ -330,8 +330,8 @@ class MemoryBank:
         ``context_hash`` names it) is indexed again from its own words, first, so a kill at
         any point leaves the scope whole or gone, and a retry finishes."""
         scope = as_scope(scope)
-        # every stripe, not just this scope's: the purge copies the whole shard and swaps it,
-        # which must not happen under another scope's read-plan-write cycle
+        # every stripe, not just this scope's: the purge copies whole shards (the shared one
+        # too) and swaps them in, which must not happen under another scope's read-plan-write cycle
         with self._writing_all():
             n = self.transport.count(codec.memories(scope))
             said = {content_hash(r.text) for r in self._scroll_records(codec.memories(scope, tier=Tier.EPISODIC.value))}

@@ -31,7 +31,7 @@ import numpy as np
 
 __all__ = [
     "Kind", "Where", "Sparse", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "SPARSE_NAME", "RRF_K", "INDEXED_FIELDS", "HASH_FIELDS", "RUN_ID_FIELD",
-    "SCOPE_TIER_FIELD", "scope_tier_key", "group_by_scope_tier", "prefetch_limit", "LEASE_TTL_S", "LEASE_WAIT_S", "LocalLeases", "hold",
+    "SCOPE_TIER_FIELD", "scope_tier_key", "split_scope_tier", "group_by_scope_tier", "prefetch_limit", "LEASE_TTL_S", "LEASE_WAIT_S", "LocalLeases", "hold",
 ]  # fmt: skip
 
 Kind = Literal["memory", "event"]
@@ -77,6 +77,12 @@ def scope_tier_key(scope_key: str, tier: str) -> str:
     """One value per (scope, tier): a scope key is JSON ending in "]" and a tier holds no "/",
     so no two pairs share one."""
     return f"{scope_key}/{tier}"
+
+
+def split_scope_tier(key: str) -> tuple[str, str]:
+    """The scope key and the tier of a `scope_tier_key` (a tier holds no "/"; a scope key may)."""
+    scope_key, tier = key.rsplit("/", 1)
+    return scope_key, tier
 
 
 def group_by_scope_tier(payloads: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, list[str]]:

@@ -29,6 +29,15 @@ def _edge(path: Path) -> StoreTransport:
     return EdgeTransport(path / "edge", dim=DIM)
 
 
+def _edge_dedicated(path: Path) -> StoreTransport:
+    """The embedded engine with a tiny ``dedicate_after``: a scope's tier moves to a shard of
+    its own at its third memory, so every contract runs over shared and dedicated shards
+    together, and across a move (the layout a scope of 10k memories has)."""
+    from memsdk.store.edge import EdgeTransport
+
+    return EdgeTransport(path / "edge", dim=DIM, dedicate_after=3)
+
+
 def _qdrant_memory(path: Path) -> StoreTransport:
     from memsdk.store.qdrant import QdrantClientTransport
 
@@ -44,6 +53,7 @@ def _qdrant_path(path: Path) -> StoreTransport:
 ENGINES = [
     Engine("in-memory", lambda path: InMemoryTransport(DIM), persistent=False),
     Engine("edge", _edge, persistent=True),
+    Engine("edge-dedicated", _edge_dedicated, persistent=True),
     Engine("qdrant-memory", _qdrant_memory, persistent=False),
     Engine("qdrant-path", _qdrant_path, persistent=True),
 ]

@@ -269,7 +269,7 @@ class World:
     def footprint(self) -> Footprint:
         # the engine's total point count: a stray write into any scope, even one no test
         # names (a scope coerced from a hostile value), adds a record or an event point
-        points = self.bank.transport._shard.count(qe.CountRequest(exact=True))
+        points = sum(s.engine.count(qe.CountRequest(exact=True)) for s in self.bank.transport._routes.all())
         log = self.client.log._db.execute("SELECT (SELECT count(*) FROM trajectories), (SELECT count(*) FROM feedback)").fetchone()
         return Footprint(points, tuple(log), self.policy_state() if self.policy_world else None)
 

@@ -97,7 +97,11 @@ def test_stale_shard_folders_are_removed_on_open(tmp_path: Path) -> None:
     assert not leftover.exists()
 
 
-def test_kill_9_loses_no_acknowledged_batch_and_splits_none(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dedicate_after", [None, 12], ids=["shared", "dedicated"])
+def test_kill_9_loses_no_acknowledged_batch_and_splits_none(tmp_path: Path, dedicate_after: int | None) -> None:
+    """Each batch writes both tiers. With ``dedicate_after`` 12, each tier moves to a shard of
+    its own after a few batches, so later batches span two shards (the journal's case) and
+    the kill may land in a move."""
     child = run_child(
         """
         import sys
@@ -105,16 +109,19 @@ def test_kill_9_loses_no_acknowledged_batch_and_splits_none(tmp_path: Path) -> N
         from memsdk.embedding import HashEmbedder
         from memsdk.store.edge import EdgeTransport
         from memsdk.types import Op, Scope
-        bank = MemoryBank(EdgeTransport(sys.argv[1], dim=64), HashEmbedder(64))
+        dedicate_after = None if sys.argv[2] == "None" else int(sys.argv[2])
+        bank = MemoryBank(EdgeTransport(sys.argv[1], dim=64, dedicate_after=dedicate_after), HashEmbedder(64))
         scope = Scope(user_id="alice")
         first = bank.apply(scope, [Op.add("seed memory")]).records[0].id
         n = 0
         while True:
-            bank.apply(scope, [Op.add(f"batch {n} item {i}") for i in range(5)] + [Op.update(first, f"seed memory v{n}")])
+            turn = Op.add(f"batch {n} turn", tier="episodic")
+            bank.apply(scope, [Op.add(f"batch {n} item {i}") for i in range(5)] + [turn, Op.update(first, f"seed memory v{n}")])
             n += 1
             print(n, flush=True)
         """,
         str(tmp_path),
+        str(dedicate_after),
     )
     acknowledged = 0
     deadline = time.monotonic() + 60
@@ -124,16 +131,19 @@ def test_kill_9_loses_no_acknowledged_batch_and_splits_none(tmp_path: Path) -> N
     child.wait(timeout=30)
     assert acknowledged >= 20, child.stderr.read()
 
-    with open_bank(tmp_path) as bank:
+    with MemoryBank(EdgeTransport(tmp_path, dim=DIM, dedicate_after=dedicate_after), HashEmbedder(DIM)) as bank:
         records = bank.list(ALICE)
         history = bank.history(ALICE)
         batches = len(records) - 1
-        assert batches % 5 == 0, "a batch was split by the crash"
-        assert batches // 5 >= acknowledged, "an acknowledged batch was lost"
+        assert batches % 6 == 0, "a batch was split by the crash"
+        assert batches // 6 >= acknowledged, "an acknowledged batch was lost"
+        assert len(bank.list(ALICE, tier="episodic")) == batches // 6, "a batch lost its turn"
         seed = next(r for r in records if r.text.startswith("seed"))
-        assert seed.version == batches // 5 + 1  # every committed batch also committed its UPDATE
-        assert len(history) == len(records) + batches // 5  # one ADD per record + one UPDATE per batch
+        assert seed.version == batches // 6 + 1  # every committed batch also committed its UPDATE
+        assert len(history) == len(records) + batches // 6  # one ADD per record + one UPDATE per batch
         assert {e.memory_id for e in history} == {r.id for r in records}
+        if dedicate_after is not None:
+            assert len(bank.transport.dedicated()) == 2  # type: ignore[attr-defined]
 
 
 def test_store_meta_records_the_vector_size(tmp_path: Path) -> None:
@@ -155,13 +165,13 @@ def test_index_build_runs_in_the_background_and_search_stays_right(tmp_path: Pat
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     payload = {"scope_key": "s", "kind": "memory", "state": "live"}
     transport.upsert([Point(f"00000000-0000-0000-0000-{i:012d}", payload, vectors[i]) for i in range(400)])
-    assert transport._indexer is not None, "crossing index_after starts a build"
+    assert transport._routes.shared.indexer is not None, "crossing index_after starts a build"
     hits = transport.search(vectors[123], Where(scope_key="s", kind="memory"), 1)  # while it may still run
     assert hits[0].point.id.endswith("000000000123")
     transport.upsert([Point("00000000-0000-0000-0001-000000000000", payload, vectors[0])])  # writes go on meanwhile
-    indexer = transport._indexer
+    indexer = transport._routes.shared.indexer
     transport.wait_for_index()
-    assert not indexer.is_alive() and transport._indexer is None
+    assert not indexer.is_alive() and transport._routes.shared.indexer is None
     assert transport.search(vectors[7], Where(scope_key="s", kind="memory"), 1)[0].point.id.endswith("000000000007")
     transport.close()
 
@@ -222,11 +232,11 @@ def test_a_store_from_before_an_index_gets_it_on_open(tmp_path: Path) -> None:
         bank.apply(ben, [Op.add("Ben keeps goats")])
         transport = bank.transport
         assert isinstance(transport, EdgeTransport)
-        transport._shard.update(qe.UpdateOperation.delete_field_index(RUN_ID_FIELD))
-        assert RUN_ID_FIELD not in transport._shard.info().payload_schema
+        transport._routes.shared.engine.update(qe.UpdateOperation.delete_field_index(RUN_ID_FIELD))
+        assert RUN_ID_FIELD not in transport._routes.shared.engine.info().payload_schema
     reopened = EdgeTransport(tmp_path, dim=64)
     try:
-        schema = reopened._shard.info().payload_schema
+        schema = reopened._routes.shared.engine.info().payload_schema
         assert set(INDEXED_FIELDS) <= set(schema) and schema[RUN_ID_FIELD].points == 4  # two records, their two events
         assert sorted(reopened.scope_keys(10, run_id="c1")) == sorted([ann.key, ben.key])
     finally:
@@ -246,7 +256,7 @@ def test_a_store_from_before_the_scope_tier_key_gets_it_on_open(tmp_path: Path) 
         assert isinstance(transport, EdgeTransport)
         import qdrant_edge as qe
 
-        transport._shard.update(qe.UpdateOperation.delete_payload_by_filter(qe.Filter(must=[]), [SCOPE_TIER_FIELD]))
+        transport._routes.shared.engine.update(qe.UpdateOperation.delete_payload_by_filter(qe.Filter(must=[]), [SCOPE_TIER_FIELD]))
         before = {r.id: r for r in bank.list(ALICE)}
     (root / "memsdk-store.json").write_text(json.dumps({"format": 2, "dim": DIM}))
     with open_bank(root) as bank:
@@ -257,4 +267,4 @@ def test_a_store_from_before_the_scope_tier_key_gets_it_on_open(tmp_path: Path) 
         assert transport.count(Where(ALICE.key, "event")) == 2 and transport.count(Where(ALICE.key, None)) == 4
         assert {r.id: r for r in bank.list(ALICE)} == before
         assert bank.search(ALICE, "bees", limit=1, tier="semantic", hybrid=True)[0].record.text == "Alice keeps bees"
-    assert json.loads((root / "memsdk-store.json").read_text())["format"] == FORMAT == 3
+    assert json.loads((root / "memsdk-store.json").read_text())["format"] == FORMAT
