@@ -12,8 +12,9 @@ What it showed (2 cores, 100k, README *Store benchmark*): the engine runs the tw
 after the other, and it computes a corpus's document frequencies by visiting the corpus's
 points, so the corpus IDF costs in proportion to the corpus's size, even for a filter that
 matches every point. In a store of the scope's tier alone, collection-wide IDF is the
-scope's own and hybrid is within 1 ms of dense: the target needs that layout (a shard per
-scope and tier), not a cheaper filter.
+scope's own and hybrid is within 1 ms of dense: the target needed that layout (a shard per
+scope and tier), not a cheaper filter, and `EdgeTransport` now moves a scope tier past
+`DEDICATE_AFTER` memories to a shard of its own (benchmarks/store.py times both layouts).
 
     .venv/bin/python benchmarks/hybrid_cost.py [--sizes 10000 100000] [--queries 200]
 """
