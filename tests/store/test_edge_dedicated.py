@@ -209,6 +209,24 @@ def test_erasing_a_scope_with_its_own_shards_removes_them_and_its_bytes(tmp_path
         assert bank.count(ALICE, include_deleted=True) == 0 and [r.text for r in bank.list(BOB)] == ["Bob keeps KEEP-ME-552"]
 
 
+def test_an_erase_cut_short_after_its_journal_is_finished_on_open(tmp_path: Path) -> None:
+    """A kill right after an erase across shards was journalled: the next open deletes the
+    scope from every shard and purges, so its text is gone from disk before any call."""
+    from memsdk.bank import codec
+    from memsdk.store.edge_layout import Journal
+
+    with open_bank(tmp_path, 3) as bank:
+        for i in range(4):
+            bank.apply(ALICE, [Op.add(f"Alice SSN ZX-ERASE-ME-{i}"), Op.add(f"she said ZX-ERASE-ME-{i}", tier="episodic")])
+        bank.apply(BOB, [Op.add("Bob keeps KEEP-ME-552")])
+    Journal(tmp_path).write({"delete": encode_where(codec.scope_points(ALICE))})
+    with open_bank(tmp_path, 3) as bank:
+        assert bank.count(ALICE, include_deleted=True) == 0 and bank.history(ALICE) == []
+        assert bank.transport.dedicated() == {}  # type: ignore[attr-defined]
+        assert [r.text for r in bank.list(BOB)] == ["Bob keeps KEEP-ME-552"]
+    assert _files_containing(tmp_path, b"ZX-ERASE-ME") == [] and not (tmp_path / "JOURNAL").exists()
+
+
 def test_a_store_written_by_a_newer_memsdk_is_refused(tmp_path: Path) -> None:
     open_bank(tmp_path, None).close()
     meta = tmp_path / "memsdk-store.json"
