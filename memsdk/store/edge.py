@@ -451,13 +451,14 @@ class EdgeTransport:
         dedicated = self._routes.dedicated
         written = Counter(key for p in points if p.payload.get("kind") == "memory" and (key := _home(p.payload)) is not None and key not in dedicated)
         for key, n in written.items():
-            # an upper bound: an update rewrites a memory without adding one
-            size = self._sizes[key] + n if key in self._sizes else self._shared_size(key)
-            if size >= self._dedicate_after:
+            exact = key not in self._sizes
+            # else an upper bound: an update rewrites a memory without adding one
+            size = self._shared_size(key) if exact else self._sizes[key] + n
+            if size >= self._dedicate_after and not exact:
                 size = self._shared_size(key)
-                if size >= self._dedicate_after:
-                    self.dedicate(key)
-                    continue
+            if size >= self._dedicate_after:
+                self.dedicate(key)
+                continue
             self._sizes[key] = size
 
     def _shared_size(self, key: str) -> int:
