@@ -17,7 +17,7 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, Strict, model_validator
 
-from memsdk.dates import render_when, resolve_relative
+from memsdk.dates import render_day, render_when, resolve_relative
 
 __all__ = [
     "Scope",
@@ -176,14 +176,20 @@ class OpType(StrEnum):
     UPDATE = "UPDATE"
     DELETE = "DELETE"
     NOOP = "NOOP"
+    #: the target stops being true (``invalid_at``), kept as history: what a correction does to
+    #: a turn it corrects, and what an ADD's ``supersedes`` does to the memories it replaces
+    RETIRE = "RETIRE"
 
 
 class Op(BaseModel):
     """One memory operation, as a policy or the API asks for it.
 
     ADD needs ``text``; UPDATE needs ``target`` and the new ``text``; DELETE needs ``target``;
-    NOOP may name the memory it left alone. Anything else is rejected here, before the bank
-    sees it.
+    NOOP may name the memory it left alone. RETIRE needs ``target`` and may name the memory
+    that replaced it (``by``). An ADD's ``supersedes`` lists the memories the new one
+    replaces ("we moved to Austin" replaces "lives in Boston"): each is retired, valid until
+    the new memory's ``valid_from``, and stays findable as history. Anything else is
+    rejected here, before the bank sees it.
 
     ``expected_version`` (UPDATE / DELETE) is the version of the target the op was decided
     on. When the memory has moved on since (another writer changed it), the batch is a
@@ -204,10 +210,12 @@ class Op(BaseModel):
     speaker: Annotated[str, Strict(), AfterValidator(_check_id)] | None = Field(None, description="Who said it (ADD only).")
     occurred_at: datetime | None = Field(None, description="When the content happened, not when it was stored (ADD only).")
     context: Text | None = Field(None, description="What the content follows, indexed with it and never stored or shown (ADD only): an episodic turn's previous turn.")
+    supersedes: tuple[uuid.UUID, ...] = Field((), description="Memories the new one replaces (ADD only): each is retired, not deleted.")
+    by: uuid.UUID | None = Field(None, description="The memory that replaced the target (RETIRE only).")
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
-        needs_target = self.op in (OpType.UPDATE, OpType.DELETE)
+        needs_target = self.op in (OpType.UPDATE, OpType.DELETE, OpType.RETIRE)
         needs_text = self.op in (OpType.ADD, OpType.UPDATE)
         if needs_target and self.target is None:
             raise ValueError(f"{self.op} needs a target memory id")
@@ -219,6 +227,14 @@ class Op(BaseModel):
             raise ValueError(f"{self.op} must not carry text")
         if self.expected_version is not None and not needs_target:
             raise ValueError(f"{self.op} has no target version to expect")
+        if self.supersedes and self.op is not OpType.ADD:
+            raise ValueError(f"{self.op} must not set supersedes: only a new memory replaces old ones (RETIRE the target instead)")
+        if len(set(self.supersedes)) != len(self.supersedes):
+            raise ValueError("supersedes names a memory twice")
+        if self.by is not None and self.op is not OpType.RETIRE:
+            raise ValueError(f"{self.op} must not set by: it names what replaced a RETIRE's target")
+        if self.by is not None and self.by == self.target:
+            raise ValueError("a memory cannot replace itself")
         if self.op is not OpType.ADD and (self.tier is not Tier.SEMANTIC or self.speaker is not None or self.occurred_at is not None or self.context is not None):
             raise ValueError(f"{self.op} must not set tier, speaker, occurred_at or context: they are fixed when a memory is added")
         return self
@@ -239,12 +255,18 @@ class Op(BaseModel):
     def noop(cls, target: uuid.UUID | str | None = None) -> Op:
         return cls(op=OpType.NOOP, target=target)
 
+    @classmethod
+    def retire(cls, target: uuid.UUID | str, *, by: uuid.UUID | str | None = None, **kw: Any) -> Op:
+        return cls(op=OpType.RETIRE, target=target, by=by, **kw)
+
 
 class EventType(StrEnum):
     ADD = "ADD"
     UPDATE = "UPDATE"
     DELETE = "DELETE"
     RESTORE = "RESTORE"
+    #: the memory stopped being true (a RETIRE, or an ADD that supersedes it); its text stays
+    SUPERSEDE = "SUPERSEDE"
 
 
 class Actor(BaseModel):
@@ -267,6 +289,13 @@ class MemoryRecord(BaseModel):
 
     ``occurred_at`` is when the content happened (a turn's timestamp), ``created_at`` when
     the bank stored it. Records stored before tiers existed read back as ``semantic``.
+
+    Validity (Zep's bi-temporal facts): a record is true from ``valid_from`` (when it happened,
+    else when it was stored) until ``invalid_at``, set when a later memory replaced it
+    (``superseded_by``; None when it was retired without a successor, as a corrected turn
+    is). A superseded record is not deleted: it answers "where did she live before?", and
+    the answerer sees it marked with its validity. ``current`` is what is true now: live
+    and not superseded. A restore reinstates it.
 
     ``context_hash`` is the content hash of what the record was indexed after (`Op.context`:
     the text of an episodic turn's previous turn, which may belong to another scope of the conversation).
@@ -292,6 +321,22 @@ class MemoryRecord(BaseModel):
     speaker: str | None = None
     occurred_at: datetime | None = None
     context_hash: str | None = None
+    invalid_at: datetime | None = None
+    superseded_by: uuid.UUID | None = None
+
+    @property
+    def valid_from(self) -> datetime:
+        """When what the record says became true: when it was said, else when it was stored."""
+        return self.occurred_at or self.created_at
+
+    @property
+    def superseded(self) -> bool:
+        return self.invalid_at is not None
+
+    @property
+    def current(self) -> bool:
+        """True now: not deleted and not superseded."""
+        return not self.deleted and self.invalid_at is None
 
     def render(self, *, resolve_dates: bool = True) -> str:
         """The record as the answerer sees it: an episodic turn with its speaker and date
@@ -301,11 +346,14 @@ class MemoryRecord(BaseModel):
         record without them: the added dates cost retrieval (LoCoMo val recall@10 .709 ->
         .685), while the answerer needs them for "when" questions."""
         text = resolve_relative(self.text, self.occurred_at) if resolve_dates else self.text
+        # a superseded record says until when it was true; the index leaves it out (the
+        # words said are what a search matches), the answerer needs it for "now" questions
+        until = f" (until {render_day(self.invalid_at)})" if resolve_dates and self.invalid_at else ""
         if self.tier is not Tier.EPISODIC:
-            return text
+            return text + until
         head = self.speaker or "someone"
         when = self.metadata.get("timestamp") or (self.occurred_at and render_when(self.occurred_at))
-        return f"{head} (on {when}): {text}" if when else f"{head}: {text}"
+        return (f"{head} (on {when}): {text}" if when else f"{head}: {text}") + until
 
     def index_text(self, context: str | None = None) -> str:
         """What the bank embeds and BM25-encodes: the record as rendered without resolved
@@ -336,6 +384,10 @@ class HistoryEvent(BaseModel):
     batch_id: uuid.UUID
     seq: int
     tier: Tier = Tier.SEMANTIC
+    #: on a SUPERSEDE: the validity it set (events carry no other record fields, but history
+    #: replays and `as_of` need these to rebuild what was current when)
+    invalid_at: datetime | None = None
+    superseded_by: uuid.UUID | None = None
 
 
 class ScoredMemory(BaseModel):

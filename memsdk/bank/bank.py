@@ -209,7 +209,7 @@ class MemoryBank:
         it. That is done after the batch commits; a restore does not put it back."""
         scope = as_scope(scope)
         ops = as_ops(ops)
-        targets = {str(op.target) for op in ops if op.target is not None}
+        targets = {str(i) for op in ops for i in (op.target, op.by, *op.supersedes) if i is not None}
         with self._writing(scope):
             current = {p.id: p for p in self.transport.scroll(codec.memories(scope, ids=frozenset(targets)), with_vectors=True)} if targets else {}
             if any(op.op is OpType.ADD and op.tier is Tier.CORE for op in ops):  # the planner checks there is no live one
@@ -233,7 +233,8 @@ class MemoryBank:
         return transition
 
     def restore(self, scope: ScopeLike, memory_id: uuid.UUID | str, *, actor: Actor = API_ACTOR) -> MemoryRecord:
-        """Undo a soft delete; the record comes back at a new version, with a RESTORE event."""
+        """Undo a soft delete, else a supersession; the record comes back (current, for a
+        superseded one) at a new version, with a RESTORE event."""
         scope = as_scope(scope)
         mid = as_memory_id(memory_id)
         with self._writing(scope):
@@ -516,8 +517,10 @@ class MemoryBank:
         else:
             fresh: dict[uuid.UUID, uuid.UUID] = {}
             renew = lambda old: fresh.setdefault(old, uuid.uuid4())  # noqa: E731
-            records = [r.model_copy(update={"scope": target, "id": renew(r.id)}) for r in records]
-            events = [e.model_copy(update={"scope": target, "id": renew(e.id), "memory_id": renew(e.memory_id), "batch_id": renew(e.batch_id)}) for e in events]
+            # a successor named by a record or an event is renewed with the record it names
+            succ = lambda old: None if old is None else renew(old)  # noqa: E731
+            records = [r.model_copy(update={"scope": target, "id": renew(r.id), "superseded_by": succ(r.superseded_by)}) for r in records]
+            events = [e.model_copy(update={"scope": target, "id": renew(e.id), "memory_id": renew(e.memory_id), "batch_id": renew(e.batch_id), "superseded_by": succ(e.superseded_by)}) for e in events]
             ids = [str(r.id) for r in records] + [str(e.id) for e in events]
         # the target's lock suffices: ids are only kept when importing into the source scope,
         # so two imports that could collide on ids take the same lock

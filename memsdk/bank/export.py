@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
+from memsdk.bank.history import replay
 from memsdk.errors import InvalidInput
 from memsdk.types import EventType, HistoryEvent, MemoryRecord, Scope, content_hash
 
@@ -104,8 +105,8 @@ def check_consistent(records: list[MemoryRecord], events: list[HistoryEvent]) ->
     import can never create a memory that restore, history or training would misread.
 
     Per record: its events are versions 1..version, the first an ADD; its text is what the
-    last ADD/UPDATE wrote and its content hash that text's; it is deleted exactly when its
-    last event is a DELETE. Every event belongs to a record of the file.
+    last ADD/UPDATE wrote and its content hash that text's; it is deleted, and superseded,
+    exactly as its history leaves it (`history.replay`). Every event belongs to a record of the file.
     """
     ids = {r.id for r in records}
     for j, e in enumerate(events):
@@ -126,8 +127,11 @@ def check_consistent(records: list[MemoryRecord], events: list[HistoryEvent]) ->
             raise InvalidInput(f"{where}.text", "is not the text its last ADD/UPDATE event wrote")
         if r.content_hash != content_hash(r.text):
             raise InvalidInput(f"{where}.content_hash", "does not match its text")
-        if r.deleted != (history[-1].event is EventType.DELETE):
-            raise InvalidInput(f"{where}.deleted", f"is {r.deleted}, but its last event is {history[-1].event}")
+        left = replay(history, {r.id: r})[0]
+        if r.deleted != left.deleted:
+            raise InvalidInput(f"{where}.deleted", f"is {r.deleted}, but its history leaves it {'deleted' if left.deleted else 'live'}")
+        if (r.invalid_at, r.superseded_by) != (left.invalid_at, left.superseded_by):
+            raise InvalidInput(f"{where}.invalid_at", "is not the validity its SUPERSEDE / RESTORE events leave")
 
 
 def read_export(src: str | os.PathLike[str] | IO[str]) -> tuple[Scope, list[MemoryRecord], list[HistoryEvent]]:

@@ -40,16 +40,21 @@ def next_version(prev: MemoryRecord | None, event: HistoryEvent, current: Memory
 
     ``current`` is the record as stored today, the only source of what events do not carry
     (metadata, source turns, speaker, ``occurred_at``, ``context_hash``). A DELETE keeps the text it hid, so a
-    RESTORE without text brings it back.
+    RESTORE without text brings it back. A SUPERSEDE carries the validity it set; a RESTORE
+    undoes the delete when there is one, else the supersession (as `plan_restore` does).
     """
     if event.event is EventType.ADD or prev is None:
         return _added(event, current)
     text = event.after if event.after is not None else prev.text
-    deleted = event.event is EventType.DELETE
-    return prev.model_copy(update=dict(
-        text=text, content_hash=content_hash(text), version=event.version, updated_at=event.at,
-        deleted=deleted, deleted_at=event.at if deleted else None,
-    ))
+    change: dict[str, object] = dict(text=text, content_hash=content_hash(text), version=event.version, updated_at=event.at)
+    if event.event is EventType.SUPERSEDE:
+        change.update(invalid_at=event.invalid_at, superseded_by=event.superseded_by)
+    elif event.event is EventType.RESTORE and not prev.deleted:  # a restore of a superseded record
+        change.update(invalid_at=None, superseded_by=None)
+    else:  # UPDATE keeps a deleted flag off, DELETE sets it, a RESTORE of a deleted record clears it
+        deleted = event.event is EventType.DELETE
+        change.update(deleted=deleted, deleted_at=event.at if deleted else None)
+    return prev.model_copy(update=change)
 
 
 def versions(events: Iterable[HistoryEvent], current: Mapping[uuid.UUID, MemoryRecord] | None = None) -> Iterator[MemoryRecord]:
@@ -110,6 +115,8 @@ def _memory_violations(record: MemoryRecord, events: Sequence[HistoryEvent]) -> 
         problems.append(f"{name}: record at v{record.version}, history ends at v{last.version}")
     if last.deleted != record.deleted or (not record.deleted and last.text != record.text):
         problems.append(f"{name}: record text/deleted flag differ from what its history leaves")
+    if (last.invalid_at, last.superseded_by) != (record.invalid_at, record.superseded_by):
+        problems.append(f"{name}: record validity differs from what its history leaves")
     return problems
 
 

@@ -14,6 +14,10 @@ Semantics, per op, applied in order against the state left by the previous ops:
           An UPDATE to the identical text changes nothing and records nothing.
 - DELETE  soft delete: ``deleted=True``, version + 1; `plan_restore` undoes it.
 - NOOP    nothing changes and nothing is recorded.
+- RETIRE  the target stops being true: ``invalid_at`` (the replacing memory's
+          ``valid_from``, else now) and ``superseded_by`` (``by``), version + 1, a SUPERSEDE
+          event; the text stays, findable as history. An ADD's ``supersedes`` retires each
+          memory it names the same way, by the new one. `plan_restore` reinstates it.
 
 Tier rules (`memsdk.types.Tier`), checked here so no caller can get around them:
 
@@ -128,6 +132,8 @@ class _Planner:
         """A history entry; ``before``/``after`` are the visible texts (None while deleted)."""
         self.seq += 1
         return HistoryEvent(
+            invalid_at=after.invalid_at if kind is EventType.SUPERSEDE else None,
+            superseded_by=after.superseded_by if kind is EventType.SUPERSEDE else None,
             tier=after.tier,
             id=self.new_id(),
             memory_id=after.id,
@@ -161,9 +167,11 @@ class _Planner:
                 raise InvalidInput(f"ops[{i}].tier", f"only the ingest loop or the API adds episodic turns, not {role!r}")
             if op.op is OpType.UPDATE:
                 raise InvalidInput(f"ops[{i}].target", f"memory {op.target} is an episodic turn, kept verbatim; it cannot be rewritten")
-            if op.op is OpType.DELETE and role not in FORGETTERS:
-                raise InvalidInput(f"ops[{i}].target", f"memory {op.target} is an episodic turn; only an explicit forget deletes it, not {role!r}")
+            if op.op in (OpType.DELETE, OpType.RETIRE) and role not in FORGETTERS:
+                raise InvalidInput(f"ops[{i}].target", f"memory {op.target} is an episodic turn; only an explicit forget {op.op.lower()}s it, not {role!r}")
         if tier is Tier.CORE:
+            if op.op is OpType.RETIRE:
+                raise InvalidInput(f"ops[{i}].target", f"memory {op.target} is the core summary; rewrite it with UPDATE, it is never retired")
             if op.text is not None and len(op.text) > self.limits.max_core_chars:
                 raise InvalidInput(f"ops[{i}].text", f"a core memory holds at most {self.limits.max_core_chars} characters, got {len(op.text)}")
             if op.op is OpType.ADD and (live := next((r for r in self.state.values() if r.tier is Tier.CORE and not r.deleted), None)):
@@ -188,6 +196,22 @@ class _Planner:
             context_hash=content_hash(op.context) if op.context else None,
         )
         return Change(i, op.op, None, record, self.event(EventType.ADD, None, record))
+
+    def retire(self, i: int, op: Op, by: MemoryRecord | None = None) -> Change:
+        """The target, no longer true from ``by``'s ``valid_from`` (now without a successor)."""
+        before = self.live_target(i, op)
+        self.check_tier(i, op, before)
+        if before.superseded:
+            raise Conflict(f"ops[{i}].target", f"memory {op.target} is superseded already; restore it before {op.op}")
+        if by is None and op.by is not None:
+            by = self.state.get(op.by)
+            if by is None:
+                raise MemoryNotFound(op.by, field=f"ops[{i}].by")
+        # a successor said to be true before what it replaced (a backfill, a clock skew)
+        # must not make the old memory end before it began
+        until = max(by.valid_from, before.valid_from) if by is not None else self.now
+        after = before.model_copy(update=dict(invalid_at=until, superseded_by=by.id if by else None, updated_at=self.now, version=before.version + 1))
+        return Change(i, op.op, before, after, self.event(EventType.SUPERSEDE, before, after))
 
     def update(self, i: int, op: Op) -> Change:
         assert op.text is not None
@@ -247,13 +271,16 @@ def plan(
             raise InvalidInput(f"ops[{i}]", f"expected an Op, got {type(op).__name__}")
         _check_limits(i, op, limits)
     planner = _Planner(dict(state), scope, actor, now, seq, new_id, limits)
-    handlers = {OpType.ADD: planner.add, OpType.UPDATE: planner.update, OpType.DELETE: planner.delete, OpType.NOOP: planner.noop}
+    handlers = {OpType.ADD: planner.add, OpType.UPDATE: planner.update, OpType.DELETE: planner.delete, OpType.NOOP: planner.noop, OpType.RETIRE: planner.retire}
     changes = []
     for i, op in enumerate(ops):
-        change = handlers[op.op](i, op)
-        if change.after is not None:
-            planner.state[change.after.id] = change.after
-        changes.append(change)
+        done = [handlers[op.op](i, op)]
+        # an ADD that supersedes: each replaced memory retired by it, recorded as a RETIRE of this op
+        done += [planner.retire(i, Op.retire(old), by=done[0].after) for old in op.supersedes]
+        for change in done:
+            if change.after is not None:
+                planner.state[change.after.id] = change.after
+        changes += done
     return Transition(planner.batch_id, tuple(changes))
 
 
@@ -266,12 +293,14 @@ def plan_restore(
     new_id: Callable[[], uuid.UUID] = uuid.uuid4,
     live_core: MemoryRecord | None = None,
 ) -> Transition:
-    """Undo a soft delete. Restoring a live record is a conflict, not a silent success, and so
-    is restoring a core memory while the scope has another live one (``live_core``)."""
-    if not record.deleted:
-        raise Conflict("memory_id", f"memory {record.id} is not deleted")
-    if record.tier is Tier.CORE and live_core is not None:
+    """Undo a soft delete, else a supersession (the record is current again). Restoring a
+    current record is a conflict, not a silent success, and so is restoring a core memory
+    while the scope has another live one (``live_core``)."""
+    if record.current:
+        raise Conflict("memory_id", f"memory {record.id} is neither deleted nor superseded")
+    if record.tier is Tier.CORE and live_core is not None and record.deleted:
         raise Conflict("memory_id", f"this scope has a core memory ({live_core.id}); delete it before restoring this one")
     planner = _Planner({}, record.scope, actor, now, seq, new_id)
-    after = record.model_copy(update=dict(deleted=False, deleted_at=None, updated_at=now, version=record.version + 1))
+    undo = dict(deleted=False, deleted_at=None) if record.deleted else dict(invalid_at=None, superseded_by=None)
+    after = record.model_copy(update=dict(**undo, updated_at=now, version=record.version + 1))
     return Transition(planner.batch_id, (Change(0, None, record, after, planner.event(EventType.RESTORE, record, after)),))

@@ -83,6 +83,10 @@ NAMED_OTHERS_WEIGHT = 0.5
 #: heuristic tiers + hybrid, recall@60 train / val .926 -> .939 and .908 -> .945, @10 and
 #: @30 unchanged; at k 30, @30 .884 -> .882 and .847 -> .894; spans of 1 and other shares
 #: measured lower)
+#: a superseded memory's fused score is multiplied by this: what is true now goes first, and
+#: what was true before stays in reach for "where did she live before?" (marked with its end
+#: by `MemoryRecord.render`)
+SUPERSEDED_WEIGHT = 0.5
 NEIGHBOUR_SHARE = 1 / 3
 NEIGHBOURS_OF = 10
 NEIGHBOUR_SPAN = 2
@@ -511,29 +515,43 @@ def core_steps(scope: Scope, text: str, actor: Actor) -> Generator[Effect, Any, 
 
 def fuse(lists: Sequence[Sequence[ScoredMemory]], limit: int, k: int = RRF_K, weights: Sequence[float] | None = None) -> list[ScoredMemory]:
     """Reciprocal-rank fusion: score(m) = sum over the lists m is in of w_list / (k + rank),
-    rank 0-based, w 1 unless ``weights`` says; the best ``limit``, with the fused score. A semantic fact that is only a copy of
-    one candidate turn (the heuristic extractor's "Speaker (on date): <turn>") is dropped:
-    it would spend the answerer's budget on the same words twice."""
-    said: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    rank 0-based, w 1 unless ``weights`` says, times `SUPERSEDED_WEIGHT` for a memory no longer
+    true; the best ``limit``, with the fused score. A semantic fact that is only a copy of
+    one candidate turn (the heuristic extractor's "Speaker (on date): <turn>") is one item
+    with it: the turn is shown, unless the fact is superseded, which the turn does not say;
+    then the fact is shown (`MemoryRecord.render` marks its end) and takes the turn's ranks."""
+    turns: dict[tuple[str, tuple[str, ...]], list[MemoryRecord]] = {}
     for hits in lists:
         for m in hits:
             if m.record.tier is Tier.EPISODIC:
-                said.setdefault((m.record.scope.key, m.record.source_turn_ids), []).append(m.record.text)
-    scores: dict[Any, float] = {}
-    found: dict[Any, ScoredMemory] = {}
+                turns.setdefault((m.record.scope.key, m.record.source_turn_ids), []).append(m.record)
+    dropped: set[uuid.UUID] = set()  # facts shown as the turn they copy
+    into: dict[uuid.UUID, ScoredMemory] = {}  # turns shown as the superseded fact that copies them
+    for hits in lists:
+        for m in hits:
+            if m.record.tier is Tier.SEMANTIC and (copied := _copied(m.record.text, turns.get((m.record.scope.key, m.record.source_turn_ids), ()))):
+                if m.record.superseded:
+                    into[copied.id] = m
+                else:
+                    dropped.add(m.record.id)
+    scores: dict[uuid.UUID, float] = {}
+    found: dict[uuid.UUID, ScoredMemory] = {}
     for hits, weight in zip(lists, weights or [1.0] * len(lists)):
         for rank, m in enumerate(hits):
-            if m.record.tier is Tier.SEMANTIC and _copies(m.record.text, said.get((m.record.scope.key, m.record.source_turn_ids), ())):
+            if m.record.id in dropped:
                 continue
+            m = into.get(m.record.id, m)
             scores[m.record.id] = scores.get(m.record.id, 0.0) + weight / (k + rank)
             found[m.record.id] = m
+    for i in scores:
+        scores[i] *= SUPERSEDED_WEIGHT if found[i].record.superseded else 1.0
     best = sorted(scores, key=lambda i: -scores[i])[:limit]
     return [ScoredMemory(record=found[i].record, score=scores[i]) for i in best]
 
 
-def _copies(fact: str, turns: Sequence[str]) -> bool:
-    """Whether ``fact`` is one of ``turns`` behind a header, not a merge of several ("a; b")."""
-    return any(fact.endswith(t) and ";" not in fact[: len(fact) - len(t)] for t in turns)
+def _copied(fact: str, turns: Sequence[MemoryRecord]) -> MemoryRecord | None:
+    """The one of ``turns`` that ``fact`` is behind a header, not a merge of several ("a; b")."""
+    return next((t for t in turns if fact.endswith(t.text) and ";" not in fact[: len(fact) - len(t.text)]), None)
 
 
 def retrieve_steps(question: str, scopes: Sequence[Scope], k: int, *, tiers: bool = True, hybrid: bool = True) -> Generator[Effect, Any, list[ScoredMemory]]:

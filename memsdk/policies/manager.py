@@ -133,7 +133,8 @@ def to_ops(
 def check_ops(ops: Sequence[Op], related: Sequence[ScoredMemory]) -> tuple[list[Op], list[str]]:
     """The guard every manager's ops pass, built-in or plugged in, before the bank sees them:
     an UPDATE or DELETE only of a memory the manager was shown (so never of another scope's
-    memory, whatever id it learned), at most one op per memory, ADDs to the semantic tier
+    memory, whatever id it learned), an ADD superseding only shown memories, at most one op
+    per memory, ADDs to the semantic tier
     only (turns and the core memory are not the manager's), and every change carrying the
     version it was decided on (a stale decision is then a `Conflict`, retried)."""
     shown = {m.record.id: m.record for m in related}
@@ -144,10 +145,17 @@ def check_ops(ops: Sequence[Op], related: Sequence[ScoredMemory]) -> tuple[list[
         if op.op is OpType.NOOP:
             continue
         if op.op is OpType.ADD:
+            unshown = [old for old in op.supersedes if old not in shown]
             if op.tier is not Tier.SEMANTIC:
                 rejected.append(f"ops[{i}]: ADD to the {op.tier} tier refused: a manager writes semantic memories only")
+            elif unshown or touched & set(op.supersedes):
+                rejected.append(f"ops[{i}]: ADD superseding {'memory ' + str(unshown[0]) + ' it was not shown' if unshown else 'a memory another op changes'} refused")
             else:
+                touched.update(op.supersedes)
                 kept.append(op)
+            continue
+        if op.op is OpType.RETIRE:  # a manager replaces a memory by adding its successor (ADD supersedes)
+            rejected.append(f"ops[{i}]: RETIRE refused: a manager retires a memory only by an ADD that supersedes it")
             continue
         record = None if op.target is None else shown.get(op.target)
         if record is None:

@@ -118,19 +118,25 @@ def supersede_ops(intent: Forget | Correction, candidates: Sequence[MemoryRecord
 
     Forget: matching episodic turns are deleted, the request's own turn too (it repeats what
     is to be forgotten); a fact or the core summary loses the clauses that state it, and is
-    deleted when none is left. Correct: matching episodic turns are deleted (the correcting
-    turn, ``request``, stays: it states the right version); facts and the core summary are
-    rewritten with Y replaced by X."""
+    deleted when none is left. Correct: matching episodic turns are retired, superseded by
+    the correcting turn ``request`` (a turn is never rewritten, and deleting it would also
+    lose what else it said: "the wedding is on the 3rd, in Lisbon" keeps Lisbon, marked as
+    corrected); facts and the core summary are rewritten with Y replaced by X."""
     unique = {r.id: r for r in candidates}
-    found = [r for r in unique.values() if not r.deleted and matches(intent, r) and (request is None or r.id != request.id)]
+    # a forget reaches what was true before too; a correction only what is still current
+    found = [r for r in unique.values() if (r.current if isinstance(intent, Correction) else not r.deleted) and matches(intent, r) and (request is None or r.id != request.id)]
     if len(found) > MAX_SUPERSEDED:
         return [], f"{type(intent).__name__.lower()} request matches {len(found)} memories, more than {MAX_SUPERSEDED}: too broad, nothing changed"
     if isinstance(intent, Forget) and request is not None:
         found.append(request)
     ops = []
     for r in found:
-        text = ""  # an episodic turn is never rewritten: it is deleted whole
-        if r.tier is not Tier.EPISODIC:
-            text = re.sub(rf"(?<!\w){re.escape(intent.wrong)}(?!\w)", intent.right, r.text, flags=re.I) if isinstance(intent, Correction) else _forget_in(intent, r.text)
+        if r.tier is Tier.EPISODIC:  # never rewritten: a corrected turn is retired, a forgotten one deleted
+            if isinstance(intent, Correction):
+                ops.append(Op.retire(r.id, by=None if request is None else request.id, expected_version=r.version))
+            else:
+                ops.append(Op.delete(r.id, expected_version=r.version))
+            continue
+        text = re.sub(rf"(?<!\w){re.escape(intent.wrong)}(?!\w)", intent.right, r.text, flags=re.I) if isinstance(intent, Correction) else _forget_in(intent, r.text)
         ops.append(Op.update(r.id, text, expected_version=r.version) if text else Op.delete(r.id, expected_version=r.version))
     return ops, None

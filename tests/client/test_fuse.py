@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memsdk.client.pipeline import fuse
+from memsdk.client.pipeline import SUPERSEDED_WEIGHT, fuse
 from memsdk.types import MemoryRecord, Scope, ScoredMemory, Tier, content_hash
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)
@@ -36,3 +36,23 @@ def test_a_memory_in_both_lists_adds_up_and_a_copy_of_a_candidate_turn_is_droppe
     assert [m.record.text for m in out] == ["I adopted a dog", "Sam: I moved; Sam: I adopted a dog"]
     twice = fuse([[turn], [turn]], limit=1, k=2)
     assert twice[0].score == pytest.approx(1.0)  # 1/2 + 1/2
+
+
+def test_a_superseded_memory_goes_after_a_current_one_at_half_its_fused_score() -> None:
+    boston = hit("Maya lives in Boston", Tier.SEMANTIC)
+    boston = ScoredMemory(record=boston.record.model_copy(update={"invalid_at": NOW}), score=0.5)
+    austin = hit("Maya lives in Austin", Tier.SEMANTIC)
+    out = fuse([[boston, austin]], limit=2, k=60)
+    # boston: .5 * 1/60 = .00833 < austin: 1/61 = .01639
+    assert [m.record.text for m in out] == ["Maya lives in Austin", "Maya lives in Boston"]
+    assert out[1].score == pytest.approx(SUPERSEDED_WEIGHT / 60)
+
+
+def test_a_superseded_copy_of_a_turn_is_shown_instead_of_the_turn_with_both_ranks() -> None:
+    turn = hit("I live in Boston", Tier.EPISODIC, ("D1:1",))
+    copy = hit("Sam (on 8 May 2023): I live in Boston", Tier.SEMANTIC, ("D1:1",))
+    copy = ScoredMemory(record=copy.record.model_copy(update={"invalid_at": NOW}), score=0.5)
+    (shown,) = fuse([[copy], [turn]], limit=10, k=60, weights=(0.8, 1.0))
+    # the turn does not say it is no longer true; the fact does, so the fact stands for both
+    assert shown.record.id == copy.record.id
+    assert shown.score == pytest.approx(SUPERSEDED_WEIGHT * (0.8 / 60 + 1 / 60))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memsdk import Actor, Conflict, InvalidInput, Op, Scope
+from memsdk.dates import render_day
 from memsdk.types import content_hash
 from memsdk.client.pipeline import named_scope
 from memsdk.policies.answerer import UNKNOWN
@@ -108,10 +109,14 @@ def test_correction_rewrites_the_fact_and_the_summary_and_retires_the_wrong_turn
     assert client.get(core.id, scope=SAM).text == "Sam's sister Anna lives in Paris."
     semantic = [m.text for m in client.list(scope=SAM, tier="semantic")]
     assert any("called Anna" in t for t in semantic) and not any("Anne" in t for t in semantic)
-    episodic = [m.text for m in client.list(scope=SAM, tier="episodic")]
-    assert "Sorry, I meant Anna, not Anne." in episodic and not any("called Anne" in t for t in episodic)
-    deleted = [m for m in client.list(scope=SAM, tier="episodic", include_deleted=True) if m.deleted]
-    assert [m.text for m in deleted] == [TURNS[1]["text"]]
+    episodic = {m.text: m for m in client.list(scope=SAM, tier="episodic")}
+    fix = episodic["Sorry, I meant Anna, not Anne."]
+    # the wrong turn is kept (it also said "lives in Paris"), no longer current, replaced by the fix
+    wrong = episodic[TURNS[1]["text"]]
+    assert (wrong.current, wrong.superseded_by, wrong.invalid_at) == (False, fix.id, fix.valid_from)
+    assert [m.text for m in episodic.values() if not m.current] == [TURNS[1]["text"]]
+    assert not any(m.deleted for m in client.list(scope=SAM, include_deleted=True))
+    assert wrong.render().endswith(f"(until {render_day(fix.valid_from)})")
 
 
 def test_hostile_forget_deletes_nothing(make_client) -> None:

@@ -68,16 +68,23 @@ def test_forget_deletes_turns_and_trims_summaries_and_merged_facts() -> None:
     assert all(op.expected_version == 1 for op in ops)  # decided on what it read
 
 
-def test_correction_rewrites_facts_deletes_the_wrong_turns_and_keeps_the_correcting_one() -> None:
+def test_correction_rewrites_facts_retires_the_wrong_turns_by_the_correcting_one() -> None:
     turn, fact = record("My sister Anne lives in Paris", Tier.EPISODIC), record("Sam's sister is Anne", version=3)
     request = record("Sorry, I meant Anna, not Anne.", Tier.EPISODIC)
     name_part = record("Sam likes Annette's cafe")  # "Anne" only inside another word
     ops, refused = supersede_ops(Correction(wrong="Anne", right="Anna"), [turn, fact, request, name_part], request=request)
     assert refused is None
-    assert [(op.op, op.target, op.text, op.expected_version) for op in ops] == [
-        (OpType.DELETE, turn.id, None, 1),
-        (OpType.UPDATE, fact.id, "Sam's sister is Anna", 3),
+    # the turn is retired, not deleted: "lives in Paris" stays findable, marked as corrected
+    assert [(op.op, op.target, op.by, op.text, op.expected_version) for op in ops] == [
+        (OpType.RETIRE, turn.id, request.id, None, 1),
+        (OpType.UPDATE, fact.id, None, "Sam's sister is Anna", 3),
     ]
+
+
+def test_a_correction_leaves_what_is_retired_already_alone() -> None:
+    turn = record("My sister Anne lives in Paris", Tier.EPISODIC).model_copy(update={"invalid_at": datetime(2023, 5, 8, tzinfo=UTC)})
+    ops, refused = supersede_ops(Correction(wrong="Anne", right="Anna"), [turn])
+    assert (ops, refused) == ([], None)
 
 
 def test_a_request_matching_too_much_is_refused_whole() -> None:
