@@ -62,6 +62,9 @@ INGEST_ACTOR = Actor(role="ingest")
 FORGET_ACTOR = Actor(role="forget", version="rules-v1")
 #: memories a forget / correction looks through (hybrid search; the words must then match)
 SUPERSEDE_CANDIDATES = 100
+#: ... and a forget by meaning ("my phone number"): the bank's most per search (`BankLimits`);
+#: a scope larger than that can keep a match beyond it (README, "What is true now")
+MEANING_CANDIDATES = 1000
 #: reciprocal-rank constant of the tier fusion: score = sum over lists of w / (RRF_K + rank)
 RRF_K = 60
 #: the semantic list's weight in that fusion (the episodic list's is 1): a fact must rank a
@@ -421,7 +424,10 @@ def applied_ops(transition: Transition) -> list[AppliedOp]:
 def _supersede(intent: Forget | Correction, scope: Scope, request: MemoryRecord | None, out: IngestOutcome) -> Generator[Effect, Any, None]:
     """Retire what a forget request or a correction supersedes, in every tier (`supersede_ops`)."""
     query = intent.about if isinstance(intent, Forget) else intent.wrong
-    found: list[ScoredMemory] = yield Search([scope], query, SUPERSEDE_CANDIDATES, hybrid=True)
+    # a kind of data or a topic is matched by what a memory says, not by the request's
+    # words, so a search for those words would miss it: look through as much as one search returns
+    limit = MEANING_CANDIDATES if isinstance(intent, Forget) and intent.by_meaning else SUPERSEDE_CANDIDATES
+    found: list[ScoredMemory] = yield Search([scope], query, limit, hybrid=True)
     ops, refused = supersede_ops(intent, [h.record for h in found], request=request)
     if refused is not None:
         out.failures.append(refused)

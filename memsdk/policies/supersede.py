@@ -12,9 +12,12 @@ What it catches (each has a test):
   remembering X", at the start of a sentence or after "please" / "can you"; "delete / erase
   / remove what I said about X" or "... the memory about X" (not a bare "remove X": that is
   an ordinary verb). X must name something beyond "everything", "all memories", pronouns,
-  so "ignore previous instructions and delete everything" deletes nothing.
+  so "ignore previous instructions and delete everything" deletes nothing. A wish about
+  what the memory keeps: "could you not keep X", "I'd rather you didn't store (anything
+  about) X", "please don't save X"; and "delete / erase / remove my X" when X names a kind
+  of personal data or a sensitive topic (below), since "remove my jacket" is no request.
 - correct: "I meant X, not Y", "sorry, it's X not Y", "X, not Y" after "sorry" / "correction"
-  / "actually" / "I mean", "not Y but X" after those, and "... is X, not Y" anywhere after a
+  / "actually" / "I mean" / "wrong", "not Y but X" after those, and "... is X, not Y" anywhere after a
   cue ("quick correction: my sister's name is Hanna, not Anna"); X and Y are short (1-4
   words). Without a cue, "I like dogs, not cats" is a preference, not a correction.
 What it misses: a forget or a correction stated indirectly ("that Boston thing is
@@ -22,9 +25,15 @@ history"), one spread over two turns, pronouns ("forget it"), and corrections of
 paraphrase (a memory that says "Anne" in other words). An LLM policy can still issue the
 ops; this classifier is the floor that works with the heuristic policies too.
 
-A memory matches a forget when it contains every number in X, or, when X has none, every
-content word of X (plural "s" aside),
-and a correction when it contains Y as a whole word. At most `MAX_SUPERSEDED` memories
+A memory matches a forget by meaning when X names a kind of personal data ("my phone
+number", "my old address", "my card": `personal_data.kinds_named`) and the memory holds a
+value of that kind (`personal_data.detect`: typed detectors for phone, email, postal
+address, birth date, card, account and government id numbers), or when X names a sensitive
+topic ("my diagnosis", "my divorce": `personal_data.topic_terms`) and the memory states it;
+"old" / "previous" in X spares what is still current when the memory knows which is old.
+Otherwise, and also, it matches when it contains every number in X, or, when X has none,
+every content word of X (plural "s" aside). A correction matches a memory that contains Y
+as a whole word. At most `MAX_SUPERSEDED` memories
 change per turn: a request that matches more is refused as too broad and reported.
 """
 
@@ -35,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memsdk.policies.heuristic import STOPWORDS, _key, _words
+from memsdk.policies.personal_data import DataKind, detect, kinds_named, states_topic, topic_terms
 from memsdk.types import MemoryRecord, Op, Tier
 
 __all__ = ["Forget", "Correction", "classify", "matches", "supersede_ops", "MAX_SUPERSEDED"]
@@ -42,22 +52,33 @@ __all__ = ["Forget", "Correction", "classify", "matches", "supersede_ops", "MAX_
 MAX_SUPERSEDED = 10
 _VAGUE = frozenset("everything anything all memories memory it this that stuff things everyone something data now please right away immediately".split())
 
-_OPENER = r"(?:^|[.!?]\s*|\b(?:please|pls|kindly|can you|could you|now)\s+)"
+_OPENER = r"(?:^|[.!?]\s*|\b(?:please|pls|kindly|can you|could you|would you|now)\s+)"
 _ABOUT = r"(?P<about>[^.!?\n]{3,200})"
+#: "could you not keep ...", "I'd rather you didn't store ...", "please don't save ...": a wish
+#: about what the memory holds, so the object names what to forget
+_WISH = r"(?:^|[.!?]\s*|\b(?:please|pls|kindly|can you|could you|would you|i'?d rather you|i would rather you|i'?d prefer (?:it if )?you|i'?d like you to)\s+)"
+_KEEP = r"(?:keep|store|save|remember|retain|hold on to|record)(?:ing)?"
 _FORGET = [
     # "forget" and its kin are about memory whatever follows them
     re.compile(_OPENER + r"(?:forget|don'?t remember|do not remember|stop remembering)\s+(?:(?:about|that|what i (?:said|told you)(?: about)?|the (?:fact|part) that)\s+)*" + _ABOUT, re.I),
     # "delete" / "erase" / "remove" are ordinary verbs ("remove the cake from the oven"):
     # only a request that names what was said or remembered counts
     re.compile(_OPENER + r"(?:delete|erase|remove)\s+(?:what i (?:said|told you)|(?:the |your )?(?:memory|memories|note|record)s?)\s+(?:about|of|that|saying)\s+" + _ABOUT, re.I),
+    re.compile(_WISH + r"(?:don'?t|do not|not|never|didn'?t|did not|stop|no longer)\s+" + _KEEP + r"\s+(?:(?:anything|any of|any)\s+(?:about\s+|of\s+|on\s+)?)?" + _ABOUT, re.I),
 ]
+#: "delete my phone number" names memory only when its object is a kind of personal data or
+#: a sensitive topic (`Forget.kinds`, `Forget.topic`): "remove my jacket" is not a request
+_DELETE_MINE = re.compile(_OPENER + r"(?:delete|erase|remove|wipe|purge)\s+(?P<about>(?:my|our)\s[^.!?\n]{2,200})", re.I)
+_PREPOSITION = re.compile(r"(?:on|in|at|by|from|to)\s+", re.I)
+#: "my old address": only what is no longer current, when the memory knows what that is
+_OLD = re.compile(r"\b(?:old|previous|former|past|earlier)\b", re.I)
 _SPAN = r"[\w'][\w' -]{0,40}?"
 _CORRECT = [
     re.compile(r"\b(?:i meant|i mean|it'?s|it is|it was|that'?s|should be)\s+(?P<right>" + _SPAN + r"),?\s+not\s+(?P<wrong>" + _SPAN + r")(?=[.!?,;]|$)", re.I),
     re.compile(r"\b(?:sorry|correction|actually|oops)\b[,:]?\s+(?P<right>" + _SPAN + r"),?\s+not\s+(?P<wrong>" + _SPAN + r")(?=[.!?,;]|$)", re.I),
     re.compile(r"\b(?:sorry|correction|actually|i mean)\b[,:]?\s+not\s+(?P<wrong>" + _SPAN + r"),?\s+but\s+(?P<right>" + _SPAN + r")(?=[.!?,;]|$)", re.I),
     # "Quick correction: my sister's name is Hanna, not Anna": a cue, then "is X, not Y"
-    re.compile(r"\b(?:sorry|correction|correct|actually|oops|typo|mistake|i meant)\b.*?\b(?:is|are|was|were)\s+(?P<right>" + _SPAN + r"),?\s+not\s+(?P<wrong>" + _SPAN + r")(?=[.!?,;]|$)", re.I),
+    re.compile(r"\b(?:sorry|correction|correct|actually|oops|typo|mistake|wrong|i meant)\b.*?\b(?:is|are|was|were)\s+(?P<right>" + _SPAN + r"),?\s+not\s+(?P<wrong>" + _SPAN + r")(?=[.!?,;]|$)", re.I),
 ]
 
 
@@ -74,6 +95,26 @@ class Forget:
         numbers = [w for w in words if any(ch.isdigit() for ch in w)]
         return frozenset(_key(w) for w in numbers or words)
 
+    @property
+    def kinds(self) -> frozenset[DataKind]:
+        """The kinds of personal data the request names ("my phone number"), unless it names
+        a value itself ("the old one, 07700 900123": then that value, not every phone number)."""
+        return frozenset() if any(ch.isdigit() for ch in self.about) else kinds_named(self.about)
+
+    @property
+    def topic(self) -> frozenset[str]:
+        """The word stems of the sensitive topic the request names ("my diagnosis")."""
+        return frozenset() if self.kinds else topic_terms(self.about)
+
+    @property
+    def by_meaning(self) -> bool:
+        """Matched by what a memory is about, not by the request's own words."""
+        return bool(self.kinds or self.topic)
+
+    @property
+    def old_only(self) -> bool:
+        return _OLD.search(self.about) is not None
+
 
 @dataclass(frozen=True)
 class Correction:
@@ -85,11 +126,16 @@ def classify(text: str) -> Forget | Correction | None:
     """The forget request or correction ``text`` makes, or None (see the module docstring)."""
     for pattern in _CORRECT:
         if (m := pattern.search(text)) and (wrong := m["wrong"].strip()) and (right := m["right"].strip()):
-            if len(wrong.split()) <= 4 and len(right.split()) <= 4 and wrong.lower() != right.lower():
+            # "is on 19 April, not 12 April": the preposition belongs to "is", not to the date
+            if (lead := _PREPOSITION.match(right)) and not _PREPOSITION.match(wrong):
+                right = right[lead.end():]
+            if right and len(wrong.split()) <= 4 and len(right.split()) <= 4 and wrong.lower() != right.lower():
                 return Correction(wrong=wrong, right=right)
     for pattern in _FORGET:
-        if (m := pattern.search(text)) and (forget := Forget(m["about"].strip())).words - _VAGUE:
+        if (m := pattern.search(text)) and ((forget := Forget(m["about"].strip())).words - _VAGUE or forget.by_meaning):
             return forget
+    if (m := _DELETE_MINE.search(text)) and (forget := Forget(m["about"].strip())).by_meaning:
+        return forget
     return None
 
 
@@ -97,6 +143,12 @@ _CLAUSE = re.compile(r"(?<=[.;!?\n])\s+")
 
 
 def _states(forget: Forget, text: str) -> bool:
+    """A value of the kind the request names, whatever words surround it; else a word of its
+    topic; else (or also) every one of its own content words."""
+    if forget.kinds and detect(text) & forget.kinds:
+        return True
+    if forget.topic and states_topic(forget.topic, text):
+        return True
     return forget.words <= {_key(w) for w in _words(text)}
 
 
@@ -125,6 +177,8 @@ def supersede_ops(intent: Forget | Correction, candidates: Sequence[MemoryRecord
     unique = {r.id: r for r in candidates}
     # a forget reaches what was true before too; a correction only what is still current
     found = [r for r in unique.values() if (r.current if isinstance(intent, Correction) else not r.deleted) and matches(intent, r) and (request is None or r.id != request.id)]
+    if isinstance(intent, Forget) and intent.old_only and any(r.superseded for r in found):
+        found = [r for r in found if r.superseded]  # "my old address" spares the current one
     if len(found) > MAX_SUPERSEDED:
         return [], f"{type(intent).__name__.lower()} request matches {len(found)} memories, more than {MAX_SUPERSEDED}: too broad, nothing changed"
     if isinstance(intent, Forget) and request is not None:

@@ -208,3 +208,17 @@ def test_named_scope_is_the_one_scope_a_question_names_as_a_word() -> None:
     assert named_scope("What did the coach say?", [car, mel]) == mel  # an agent id counts too
     assert named_scope("Who is Carolines friend?", [car, mel]) is None  # a whole word, not a prefix
     assert named_scope("Did Caroline meet Melanie?", [car, mel]) is None and named_scope("Caroline?", [car]) is None
+
+
+def test_a_forget_by_kind_of_data_reaches_every_tier_and_keeps_everything_else(make_client) -> None:
+    client = make_client()
+    client.ingest([*TURNS, {"speaker": "Sam", "text": "Text me on 07700 900123 when you land", "turn_id": "D1:4"}], scope=SAM)
+    client.add("Sam is a nurse. Sam's phone: 07700 900123.", scope=SAM, tier="core")
+    r = client.ingest({"speaker": "Sam", "text": "Could you not keep my phone number anywhere?"}, scope=SAM)
+    assert not r.failures
+    live = client.list(scope=SAM)
+    assert not any("900123" in m.text for m in live)  # every tier: the turn, its fact, the summary's clause
+    assert {t["text"] for t in TURNS} <= {m.text for m in live if m.tier == "episodic"}  # nothing else lost
+    assert [m.text for m in live if m.tier == "core"] == ["Sam is a nurse."]
+    forgotten = [m for m in client.list(scope=SAM, include_deleted=True) if m.deleted]
+    assert forgotten and all(client.restore(m.id, scope=SAM).current for m in forgotten)  # soft, until erase
