@@ -103,7 +103,14 @@ def to_ops(
             elif facts and not grounded(text, facts, guard.min_grounding):
                 rejected.append(f"ops[{i}]: ADD of text not grounded in the fact: {text[:60]!r}")
             else:
-                ops.append(Op.add(text, source_turn_ids=turns))
+                replaced: list[int] = []
+                for alias in dict.fromkeys(out.replaces):  # each alias once, as the op guard wants
+                    if (problem := alias_problem(alias, len(related), touched, "op")) is not None:
+                        rejected.append(f"ops[{i}]: ADD replacing {problem}; added without replacing it")
+                    else:
+                        replaced.append(alias)
+                touched.update(replaced)
+                ops.append(Op.add(text, source_turn_ids=turns, supersedes=tuple(related[a].record.id for a in replaced)))
             continue
         if (problem := alias_problem(out.id, len(related), touched, "op")) is not None:
             rejected.append(f"ops[{i}]: {kind} of {problem}" if problem.startswith("unknown") else f"ops[{i}]: {problem}")

@@ -152,6 +152,9 @@ class ManagerOpOut(BaseModel):
     # instead of failing the whole decision at the schema
     id: int | None = None
     text: Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_MEMORY_CHARS)] | None = None
+    #: on an ADD: the aliases of the memories the new one replaces ("moved to Austin" replaces
+    #: "lives in Boston"); they are retired, kept as history, not deleted
+    replaces: list[int] = Field(default_factory=list, max_length=MAX_OPS)
 
 
 class ManagerDecision(BaseModel):

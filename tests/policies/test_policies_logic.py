@@ -58,6 +58,15 @@ def test_one_justified_delete_is_allowed(memories) -> None:
     assert [(o.op, o.target) for o in d.ops] == [(OpType.DELETE, memories[1].record.id)]
 
 
+def test_an_add_that_replaces_a_shown_memory_supersedes_it_and_an_unknown_alias_is_dropped(memories) -> None:
+    reply = '{"ops": [{"op": "ADD", "text": "Lives in Lyon", "replaces": [1, 1, 9]}]}'
+    manager = LLMManager(ScriptedBackend(reply), PolicyConfig(prompt_version="v4"))
+    d = manager.decide(["Moved into a new flat in Lyon"], memories)
+    (op,) = d.ops
+    assert (op.op, op.text, op.supersedes) == (OpType.ADD, "Lives in Lyon", (memories[1].record.id,))  # Paris, once
+    assert len(d.rejected) == 1 and "unknown memory [9]" in d.rejected[0]
+
+
 def test_second_op_on_the_same_memory_is_dropped(memories) -> None:
     d = LLMManager(ScriptedBackend('{"ops": [{"op": "UPDATE", "id": 0, "text": "Has a dog named Buddy and a cat"}, {"op": "DELETE", "id": 0}]}')).decide(["Also has a cat"], memories)
     assert [o.op for o in d.ops] == [OpType.UPDATE] and "second op" in d.rejected[0]
@@ -219,7 +228,7 @@ def test_policy_call_records_what_training_needs(memories) -> None:
     d = LLMManager(ScriptedBackend('{"ops": [{"op": "NOOP"}]}'), PolicyConfig(model="manager-v3")).decide(["x"], memories)
     call = d.calls[0]
     assert call.role == "manager" and call.policy_version == "manager.v3@manager-v3"
-    assert call.messages[0]["role"] == "system" and call.parsed == {"ops": [{"op": "NOOP", "id": None, "text": None}]}
+    assert call.messages[0]["role"] == "system" and call.parsed == {"ops": [{"op": "NOOP", "id": None, "text": None, "replaces": []}]}
     assert call.prompt_tokens == 100
 
 
