@@ -3,6 +3,7 @@
     memsdk eval locomo --split train|val|test [--config FILE] [--baseline raw-rag|heuristic|llm|full-context]
                        [--out DIR] [--include-adversarial] [--judge-url URL] [--concurrency N] ...
     memsdk eval judge RUN_DIR --judge-url URL [--judge-model M] [--concurrency N] [--rejudge]
+    memsdk eval manage --split train|val|test|demo [--policies heuristic|llm|auto] [--answerer extractive|llm] ...
     memsdk eval compare A.json B.json
 
 ``locomo`` prints the markdown table and writes report.json / report.md / report.png to
@@ -23,12 +24,13 @@ from pydantic import ValidationError
 
 from memsdk.errors import InvalidInput
 from memsdk.eval.config import EvalConfig
+from memsdk.eval.manage.cli import add_parser as add_manage_parser
 
 __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("eval", help="evaluate a configuration on LoCoMo, judge a run's answers, or compare two runs")
+    p = sub.add_parser("eval", help="evaluate a configuration on LoCoMo or the management benchmark, judge a run's answers, or compare two runs")
     which = p.add_subparsers(dest="eval_command", required=True)
 
     lo = which.add_parser("locomo", help="build memory, answer and score a LoCoMo split")
@@ -50,6 +52,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     lo.add_argument("--max-questions", type=int)
     lo.add_argument("--concurrency", type=int)
     lo.add_argument("--no-progress", action="store_true")
+
+    add_manage_parser(which)
 
     jd = which.add_parser("judge", help="label a run's answers with the LLM judge J and rewrite its report")
     jd.add_argument("run_dir", type=Path, help="the --out folder of an `eval locomo` run")
@@ -90,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.eval_command == "judge":
         return _judge(args)
+    if args.eval_command == "manage":
+        from memsdk.eval.manage.cli import run as run_manage
+
+        return run_manage(args)
     config = _config(args)
     out = args.out or Path("build") / "eval" / f"{args.split}-{config.baseline}"
     with Evaluator(config, out, progress=not args.no_progress) as evaluator:
