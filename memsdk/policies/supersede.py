@@ -30,7 +30,8 @@ number", "my old address", "my card": `personal_data.kinds_named`) and the memor
 value of that kind (`personal_data.detect`: typed detectors for phone, email, postal
 address, birth date, card, account and government id numbers), or when X names a sensitive
 topic ("my diagnosis", "my divorce": `personal_data.topic_terms`) and the memory states it;
-"old" / "previous" in X spares what is still current when the memory knows which is old.
+"old" / "previous" in X spares what is still current: the superseded matches when there are
+any, else all but the newest statement.
 Otherwise, and also, it matches when it contains every number in X, or, when X has none,
 every content word of X (plural "s" aside). A correction matches a memory that contains Y
 as a whole word. At most `MAX_SUPERSEDED` memories
@@ -42,6 +43,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from memsdk.policies.heuristic import STOPWORDS, _key, _words
 from memsdk.policies.personal_data import DataKind, detect, kinds_named, states_topic, topic_terms
@@ -50,14 +52,17 @@ from memsdk.types import MemoryRecord, Op, Tier
 __all__ = ["Forget", "Correction", "classify", "matches", "supersede_ops", "MAX_SUPERSEDED"]
 
 MAX_SUPERSEDED = 10
+#: records stated this close together are one statement (a turn and the fact copied from it
+#: are stored a few milliseconds apart when the turn has no timestamp)
+SAME_STATEMENT = timedelta(minutes=1)
 _VAGUE = frozenset("everything anything all memories memory it this that stuff things everyone something data now please right away immediately".split())
 
 _OPENER = r"(?:^|[.!?]\s*|\b(?:please|pls|kindly|can you|could you|would you|now)\s+)"
 _ABOUT = r"(?P<about>[^.!?\n]{3,200})"
 #: "could you not keep ...", "I'd rather you didn't store ...", "please don't save ...": a wish
 #: about what the memory holds, so the object names what to forget
-_WISH = r"(?:^|[.!?]\s*|\b(?:please|pls|kindly|can you|could you|would you|i'?d rather you|i would rather you|i'?d prefer (?:it if )?you|i'?d like you to)\s+)"
-_KEEP = r"(?:keep|store|save|remember|retain|hold on to|record)(?:ing)?"
+_WISH = r"(?:^|[.!?]\s*|\b(?:please|pls|kindly|can you|could you|would you|i'?d rather you|i would rather you|i(?:'?d| would) prefer (?:it if )?you|i'?d like you to)\s+)"
+_KEEP = r"(?:keep(?:ing)?|stor(?:e|ing)|sav(?:e|ing)|remember(?:ing)?|retain(?:ing)?|hold(?:ing)? on to|record(?:ing)?)"
 _FORGET = [
     # "forget" and its kin are about memory whatever follows them
     re.compile(_OPENER + r"(?:forget|don'?t remember|do not remember|stop remembering)\s+(?:(?:about|that|what i (?:said|told you)(?: about)?|the (?:fact|part) that)\s+)*" + _ABOUT, re.I),
@@ -69,16 +74,19 @@ _FORGET = [
 #: "delete my phone number" names memory only when its object is a kind of personal data or
 #: a sensitive topic (`Forget.kinds`, `Forget.topic`): "remove my jacket" is not a request
 _DELETE_MINE = re.compile(_OPENER + r"(?:delete|erase|remove|wipe|purge)\s+(?P<about>(?:my|our)\s[^.!?\n]{2,200})", re.I)
+_POSSESSOR = re.compile(r"^.*?\b\w+'s\s+", re.I)
 _PREPOSITION = re.compile(r"(?:on|in|at|by|from|to)\s+", re.I)
 #: "my old address": only what is no longer current, when the memory knows what that is
 _OLD = re.compile(r"\b(?:old|previous|former|past|earlier)\b", re.I)
-_SPAN = r"[\w'][\w' -]{0,40}?"
+#: a short span of words; "." and ":" only inside one (an email, a time), so a sentence's end ends it
+_SPAN = r"[\w'@+](?:[\w' @+/-]|[.:](?=\w)){0,60}?"
+_END = r"(?=[.!?,;](?!\w)|$)"
 _CORRECT = [
-    re.compile(r"\b(?:i meant|i mean|it'?s|it is|it was|that'?s|should be)\s+(?P<right>" + _SPAN + r"),?\s+not\s+(?P<wrong>" + _SPAN + r")(?=[.!?,;]|$)", re.I),
-    re.compile(r"\b(?:sorry|correction|actually|oops)\b[,:]?\s+(?P<right>" + _SPAN + r"),?\s+not\s+(?P<wrong>" + _SPAN + r")(?=[.!?,;]|$)", re.I),
-    re.compile(r"\b(?:sorry|correction|actually|i mean)\b[,:]?\s+not\s+(?P<wrong>" + _SPAN + r"),?\s+but\s+(?P<right>" + _SPAN + r")(?=[.!?,;]|$)", re.I),
+    re.compile(r"\b(?:i meant|i mean|it'?s|it is|it was|that'?s|should be)\s+(?P<right>" + _SPAN + r"),?\s+not\s+(?P<wrong>" + _SPAN + r")" + _END, re.I),
+    re.compile(r"\b(?:sorry|correction|actually|oops)\b[,:]?\s+(?P<right>" + _SPAN + r"),?\s+not\s+(?P<wrong>" + _SPAN + r")" + _END, re.I),
+    re.compile(r"\b(?:sorry|correction|actually|i mean)\b[,:]?\s+not\s+(?P<wrong>" + _SPAN + r"),?\s+but\s+(?P<right>" + _SPAN + r")" + _END, re.I),
     # "Quick correction: my sister's name is Hanna, not Anna": a cue, then "is X, not Y"
-    re.compile(r"\b(?:sorry|correction|correct|actually|oops|typo|mistake|wrong|i meant)\b.*?\b(?:is|are|was|were)\s+(?P<right>" + _SPAN + r"),?\s+not\s+(?P<wrong>" + _SPAN + r")(?=[.!?,;]|$)", re.I),
+    re.compile(r"\b(?:sorry|correction|correct|actually|oops|typo|mistake|wrong|i meant)\b.*?\b(?:is|are|was|were)\s+(?P<right>" + _SPAN + r"),?\s+not\s+(?P<wrong>" + _SPAN + r")" + _END, re.I),
 ]
 
 
@@ -104,7 +112,10 @@ class Forget:
     @property
     def topic(self) -> frozenset[str]:
         """The word stems of the sensitive topic the request names ("my diagnosis")."""
-        return frozenset() if self.kinds else topic_terms(self.about)
+        if self.kinds:
+            return frozenset()
+        # "my brother Ayla's health condition": the topic is what follows the possessive
+        return topic_terms(self.about) or topic_terms(_POSSESSOR.sub("", self.about))
 
     @property
     def by_meaning(self) -> bool:
@@ -129,6 +140,9 @@ def classify(text: str) -> Forget | Correction | None:
             # "is on 19 April, not 12 April": the preposition belongs to "is", not to the date
             if (lead := _PREPOSITION.match(right)) and not _PREPOSITION.match(wrong):
                 right = right[lead.end():]
+            # a long X ("correction: I drive a VW Golf, not Ford Focus") is left to a trained
+            # policy: cutting it to Y's length turned LoCoMo's chat ("how we learn, not just
+            # winning") into corrections
             if right and len(wrong.split()) <= 4 and len(right.split()) <= 4 and wrong.lower() != right.lower():
                 return Correction(wrong=wrong, right=right)
     for pattern in _FORGET:
@@ -165,6 +179,20 @@ def _forget_in(forget: Forget, text: str) -> str:
     return " ".join(kept).strip(" ;")
 
 
+def _older(found: list[MemoryRecord]) -> list[MemoryRecord]:
+    """What "my old / previous X" refers to among the matches: the superseded ones when the
+    memory knows which those are; else all but the newest statement (the records said within
+    `SAME_STATEMENT` of the newest one: a turn and the fact copied from it), since a user who
+    stated a second value has made the first one the old one. A single statement is the old
+    one: the user has not said the new value yet."""
+    if any(r.superseded for r in found):
+        return [r for r in found if r.superseded]
+    newest = max((r.valid_from for r in found), default=None)
+    if newest is None or all(newest - r.valid_from <= SAME_STATEMENT for r in found):
+        return found
+    return [r for r in found if newest - r.valid_from > SAME_STATEMENT]
+
+
 def supersede_ops(intent: Forget | Correction, candidates: Sequence[MemoryRecord], *, request: MemoryRecord | None = None) -> tuple[list[Op], str | None]:
     """The ops that retire the superseded content, or none and the reason.
 
@@ -177,8 +205,8 @@ def supersede_ops(intent: Forget | Correction, candidates: Sequence[MemoryRecord
     unique = {r.id: r for r in candidates}
     # a forget reaches what was true before too; a correction only what is still current
     found = [r for r in unique.values() if (r.current if isinstance(intent, Correction) else not r.deleted) and matches(intent, r) and (request is None or r.id != request.id)]
-    if isinstance(intent, Forget) and intent.old_only and any(r.superseded for r in found):
-        found = [r for r in found if r.superseded]  # "my old address" spares the current one
+    if isinstance(intent, Forget) and intent.old_only:
+        found = _older(found)
     if len(found) > MAX_SUPERSEDED:
         return [], f"{type(intent).__name__.lower()} request matches {len(found)} memories, more than {MAX_SUPERSEDED}: too broad, nothing changed"
     if isinstance(intent, Forget) and request is not None:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memsdk.policies.personal_data import states_topic
 from memsdk.policies.supersede import MAX_SUPERSEDED, Correction, Forget, classify, supersede_ops
 from memsdk.types import MemoryRecord, OpType, Scope, Tier, content_hash
 
@@ -169,3 +170,39 @@ def test_a_correction_after_wrong_replaces_the_date_without_the_preposition() ->
     fact = record("Leo is training for the Lisbon half marathon on 12 April")
     ops, _ = supersede_ops(Correction(wrong="12 April", right="19 April"), [fact])
     assert [op.text for op in ops] == ["Leo is training for the Lisbon half marathon on 19 April"]
+
+
+def test_my_previous_email_spares_the_newest_statement_when_nothing_is_superseded() -> None:
+    old = record("Reach me at maya@oldmail.com", Tier.EPISODIC).model_copy(update={"occurred_at": datetime(2025, 1, 5, tzinfo=UTC)})
+    new = record("My new email is maya@newmail.org", Tier.EPISODIC).model_copy(update={"occurred_at": datetime(2025, 3, 1, tzinfo=UTC)})
+    copy = record("Maya: My new email is maya@newmail.org").model_copy(update={"occurred_at": datetime(2025, 3, 1, 0, 0, 1, tzinfo=UTC)})
+    intent = classify("Please forget my previous email address.")
+    assert isinstance(intent, Forget) and intent.old_only
+    ops, _ = supersede_ops(intent, [old, new, copy])
+    assert [op.target for op in ops] == [old.id]
+    ops, _ = supersede_ops(intent, [old])  # one statement only: that is the old one
+    assert [op.target for op in ops] == [old.id]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Could you stop storing anything about my health condition?",
+        "I would prefer you not keep my health condition on file.",
+        "I'd rather you didn't store anything about my brother Ayla's health condition.",  # a third person's topic
+    ],
+)
+def test_wishes_about_what_is_kept_name_a_topic(text: str) -> None:
+    intent = classify(text)
+    assert isinstance(intent, Forget) and states_topic(intent.topic, "My brother has been managing type 2 diabetes for a while.")
+
+
+@pytest.mark.parametrize(
+    ("text", "wrong", "right"),
+    [
+        ("Correction: my email address is rosa.otter@example.net, not rosa.cobalt@example.net.", "rosa.cobalt@example.net", "rosa.otter@example.net"),
+        ("Actually the meeting is at 10:30, not 9:15.", "9:15", "10:30"),
+    ],
+)
+def test_corrections_of_emails_and_times(text: str, wrong: str, right: str) -> None:
+    assert classify(text) == Correction(wrong=wrong, right=right)
