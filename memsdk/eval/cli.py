@@ -98,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
         from memsdk.eval.manage.cli import run as run_manage
 
         return run_manage(args)
+    if args.eval_command == "manage-gate":
+        from memsdk.eval.manage.cli import gate as gate_manage
+
+        return gate_manage(args)
     config = _config(args)
     out = args.out or Path("build") / "eval" / f"{args.split}-{config.baseline}"
     with Evaluator(config, out, progress=not args.no_progress) as evaluator:

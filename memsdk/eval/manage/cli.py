@@ -2,6 +2,7 @@
 
     memsdk eval manage --split train|val|test|demo [--policies heuristic|llm|auto] [--manager NAME] [--answerer extractive|llm]
                        [--out DIR] [--max-scenarios N] [--pairs-out FILE] [--no-progress]
+    memsdk eval manage-gate CANDIDATE/report.json INCUMBENT/report.json [--write gate.json]
 
 Prints the markdown table and writes report.json / report.md / scenarios/*.json to ``--out``
 (default ``build/eval/manage-<split>-<policies>``). ``--pairs-out FILE`` writes the split's
@@ -37,6 +38,26 @@ def add_parser(which: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ma.add_argument("--out", type=Path, help="output folder (default build/eval/manage-<split>-<policies>)")
     ma.add_argument("--pairs-out", type=Path, help="write the split's labelled pairs as JSONL to FILE and exit")
     ma.add_argument("--no-progress", action="store_true")
+
+    gt = which.add_parser("manage-gate", help="the release gate for a manager: two runs of the same scenarios, paired by scenario")
+    gt.add_argument("candidate", type=Path, help="the candidate run's report.json")
+    gt.add_argument("incumbent", type=Path, help="the serving manager's run of the same split")
+    gt.add_argument("--write", type=Path, help="write the decision (gate.json) to FILE, as a packaged version ships it")
+
+
+def gate(args: argparse.Namespace) -> int:
+    """Print the decision and the per-class comparison; exit 0 whether or not it passed."""
+    from memsdk.eval.manage.gate import manage_gate, per_class
+    from memsdk.eval.manage.results import ManageReport
+
+    candidate, incumbent = (ManageReport.model_validate_json(p.read_text(encoding="utf-8")) for p in (args.candidate, args.incumbent))
+    decision = manage_gate(candidate, incumbent)
+    lines = [decision.summary(), "", "| event class | n | mean diff | 95% interval | win / tie / loss |", "|---|---|---|---|---|"]
+    lines += [f"| {event} | {p.n} | {p.mean_diff:+.3f} | [{p.ci_low:+.3f}, {p.ci_high:+.3f}] | {p.wins} / {p.ties} / {p.losses} |" for event, p in per_class(candidate, incumbent).items()]
+    sys.stdout.write("\n".join(lines) + "\n")
+    if args.write is not None:
+        args.write.write_text(decision.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
