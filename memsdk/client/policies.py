@@ -27,16 +27,22 @@ from memsdk.errors import InvalidInput, PolicyError
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.policies import NAMED, ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, PolicyConfig, llm_policy_class, load_prompt, split_prompt_id
 from memsdk.policies.custom import is_prompt_policy, plug
+from memsdk.policies.pair_manager import PairManager
 from memsdk.policies.plugins import load_installed
 from memsdk.policies.reader import LLMReader, WindowReader
 from memsdk.policies.spec import LLMSpec, RolePolicies, label
-from memsdk.registry import BASE_VERSION, ROLES, PolicyRegistry
+from memsdk.registry import BASE_VERSION, PACKAGED_DIR, ROLES, PolicyRegistry
 
 __all__ = ["Backends", "Endpoint", "PolicySet", "Switch"]
 
 log = logging.getLogger("memsdk.client")
 
 _HEURISTIC = {"extractor": HeuristicExtractor, "manager": HeuristicManager, "answerer": ExtractiveAnswerer}
+
+#: trained policies without an LLM that a role can name, with the registry version serving
+#: each (``policies={"manager": "pairs"}``: the pair classifier, `PairManager`); a version
+#: published under the client's checkpoints shadows the packaged one of that name
+TRAINED = {"manager": {"pairs": "pairs-v1"}}
 
 #: the kind of backend a client makes and switches adapters on: a blocking `LoRABackend`
 #: (`MemoryClient`) or an `AsyncLoRABackend` (`AsyncMemoryClient`)
@@ -141,6 +147,8 @@ def _resolve(role: str, choice: Any) -> Served:
         elif policy is not None and not is_prompt_policy(policy):
             raise InvalidInput(f"config.policies.{role}.policy", "an LLM spec's policy must have request(...) and read(reply, ...)")
         return Served("llm", choice, policy, name)
+    if isinstance(choice, str) and choice in TRAINED.get(role, {}):  # a trained policy without an LLM, loaded by `_build`
+        return Served("rules", name=choice)
     if isinstance(choice, str) and choice in NAMED.get(role, {}):  # a built-in policy by name
         return Served("llm", LLMSpec(prompt=NAMED[role][choice]))
     name = choice if isinstance(choice, str) else None
@@ -234,7 +242,9 @@ class PolicySet(Generic[B]):
         if served.kind == "heuristic":
             return _HEURISTIC[role]()
         if served.kind == "rules":
-            return plug(role, served.custom, name=served.name)
+            if served.custom is None:
+                return self._trained(role, TRAINED[role][str(served.name)])
+            return served.custom if isinstance(served.custom, PairManager) else plug(role, served.custom, name=served.name)
         spec = served.spec
         assert spec is not None
         backend = self.backends.for_spec(spec)
@@ -244,6 +254,15 @@ class PolicySet(Generic[B]):
             return plug(role, served.custom, name=served.name, backend=backend, model=adapter_name, params=spec.sampling, fallback=fallback)
         cls, prompt_version = llm_policy_class(role, prompt or spec.prompt)
         return cls(backend, PolicyConfig(model=adapter_name, prompt_version=prompt_version, params=spec.sampling), fallback=fallback)
+
+    def _trained(self, role: str, version: str) -> PairManager:
+        """The pair manager of registry ``version`` (the client's checkpoints, else the package's)."""
+        registry = self.registry if self.registry.packaged is not None else PolicyRegistry(self.registry.root, packaged=PACKAGED_DIR)
+        manifest = registry.get(role, version)
+        try:
+            return PairManager.load(registry.adapter_dir(manifest))
+        except ValueError as exc:
+            raise PolicyError(f"{role} {version!r}: {exc}") from None
 
     def version_label(self, role: str) -> str:
         if self._served[role].kind != "llm":
@@ -303,7 +322,7 @@ class PolicySet(Generic[B]):
         if served.kind == "heuristic":
             raise PolicyError(f"the {role} is heuristic: the heuristic policies have no checkpoints to switch to")
         if served.kind == "rules":
-            raise PolicyError(f"the {role} is {label(served.custom)}, a policy without an LLM: it has no checkpoints to switch to")
+            raise PolicyError(f"the {role} is {served.name if served.custom is None else label(served.custom)}, a policy without an LLM: it has no checkpoints to switch to")
         if version == BASE_VERSION:
             return Switch(role, version, None, None)
         manifest = self.registry.get(role, version)

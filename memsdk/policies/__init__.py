@@ -14,6 +14,8 @@ from memsdk.policies.manager import ChunkManager, Decision, LLMManager, Manager,
 from memsdk.policies.prompts import PromptTemplate, load_prompt, split_prompt_id
 from memsdk.policies.writer import LLMWriter, Writer, Written, writer_ops
 from memsdk.policies.deltamem import DeltaMemManager
+from memsdk.policies.pair_manager import PairManager, PairThresholds
+from memsdk.policies.relations import PairClassifier, Relation
 
 LLMPolicy = LLMExtractor | LLMManager | LLMAnswerer
 
@@ -38,10 +40,14 @@ __all__ = [
     "LLMPolicy",
     "Manager",
     "OpGuard",
+    "PairClassifier",
+    "PairManager",
+    "PairThresholds",
     "PolicyCall",
     "PolicyConfig",
     "PolicyStats",
     "PromptTemplate",
+    "Relation",
     "UNKNOWN",
     "llm_policy_class",
     "load_prompt",

@@ -1,0 +1,134 @@
+"""A manager without an LLM: a trained pair classifier decides what each fact does to the
+memories it is shown (`memsdk.policies.relations`). 0 LLM calls per turn.
+
+Per fact, over the current memories among those shown (a superseded one is history, never
+a target; the pipeline's guard refuses ops on anything not shown anyway):
+
+    duplicates   P >= duplicate_at for some memory       -> no op: it is already stored
+    forget       P(forget_target) >= forget_at            -> no op: a forget request is not a
+                                                              fact; the forget rules act on it
+    replaces     P(supersedes) + P(corrects) >= supersede_at, for up to max_supersedes memories
+                                                           -> ADD the fact, superseding them
+    otherwise                                              -> ADD the fact (a compatible fact,
+                                                              "a second dog", supersedes nothing)
+
+It never deletes, updates or merges: a replaced memory is retired by the ADD of its successor
+(`Op.supersedes`), and stays as history.
+
+Embeddings: the head was trained on one embedder's vectors (its manifest names it), so the
+manager embeds the facts and the shown memories with that embedder, never with whatever the
+bank uses (a client on the hashing embedder would otherwise feed the head noise). The
+embedding is one `Call` effect of ``steps``: the sync client runs it, the async one in a
+worker thread; the classification after it is microseconds of numpy. A cache in front of
+the embedder (`CachedEmbedder`) makes a memory shown again on a later turn free.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from memsdk.embedding import CachedEmbedder, Embedder, SentenceTransformerEmbedder
+from memsdk.policies.base import Call, PolicyStats, Steps, run
+from memsdk.policies.manager import Decision, valid_text
+from memsdk.policies.relations import RELATIONS, PairClassifier, Relation, RelationModel, relation_text
+from memsdk.types import Op, ScoredMemory
+
+__all__ = ["PairThresholds", "PairManager", "default_embedder"]
+
+_SUP, _COR, _DUP, _FGT = (RELATIONS.index(r) for r in (Relation.SUPERSEDES, Relation.CORRECTS, Relation.DUPLICATES, Relation.FORGET_TARGET))
+
+
+@dataclass(frozen=True)
+class PairThresholds:
+    """When a relation's probability acts (see the module docstring).
+
+    A wrong retirement takes a true fact out of the current view, a missed one leaves an old
+    fact beside the new: the defaults lean to precision. pairs-v1 on the management
+    benchmark's val pairs (663), retiring at P(supersedes) + P(corrects) >= t: t .5 precision
+    .94 / recall .87 (7 wrong retirements), .6 .98 / .84 (2), .7 .99 / .74 (1), .8 1.0 / .53.
+    One memory per fact: a fact that replaces one memory rarely replaces two, and a second
+    candidate is more often a wrong one."""
+
+    duplicate_at: float = 0.5
+    supersede_at: float = 0.6
+    forget_at: float = 0.5
+    #: memories one fact may retire at most (the most likely first)
+    max_supersedes: int = 1
+    max_text_chars: int = 1000
+
+
+@cache
+def default_embedder() -> CachedEmbedder:
+    """MiniLM behind a cache, one per process (loaded on first use): every pair manager that
+    is not given an embedder shares it, so clients opened one after another (an evaluation
+    opens one per conversation) load the model once."""
+    return CachedEmbedder(SentenceTransformerEmbedder(), size=4096)
+
+
+class PairManager:
+    """Serves a `PairClassifier` (or any `RelationModel`) as the manager role."""
+
+    role = "manager"
+    fallback = None
+
+    def __init__(self, classifier: RelationModel, embedder: Embedder | None = None, thresholds: PairThresholds = PairThresholds()) -> None:
+        if embedder is None:
+            embedder = default_embedder()
+            if embedder.name != classifier.embedder:
+                raise ValueError(f"the pair head {classifier.version} was trained on {classifier.embedder!r} vectors: pass that embedder")
+        elif embedder.name != classifier.embedder:
+            raise ValueError(f"the pair head {classifier.version} was trained on {classifier.embedder!r} vectors, not {embedder.name!r}")
+        self.classifier, self.embedder, self.thresholds = classifier, embedder, thresholds
+        self.version = classifier.version
+        self.stats = PolicyStats()
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str], embedder: Embedder | None = None, thresholds: PairThresholds = PairThresholds()) -> PairManager:
+        """The manager over the head saved in ``folder`` (`PairClassifier.save`)."""
+        return cls(PairClassifier.load(Path(folder)), embedder, thresholds)
+
+    def steps(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Steps[Decision]:
+        texts = [t for f in facts if (t := valid_text(f, self.thresholds.max_text_chars)) is not None]
+        shown = [m for m in related if m.record.current]
+        if not texts or not shown:
+            return self.decision(texts, shown, np.zeros((len(texts), 0, len(RELATIONS))), source_turn_ids)
+        vectors: np.ndarray = yield Call(self.embedder.embed, ([relation_text(t) for t in [*texts, *(m.record.text for m in shown)]],))
+        u, v = vectors[: len(texts)], vectors[len(texts) :]
+        rows = [(i, j) for i in range(len(texts)) for j in range(len(shown))]
+        probs = self.classifier.predict_pairs(
+            [texts[i] for i, _ in rows], [shown[j].record.text for _, j in rows], u[[i for i, _ in rows]], v[[j for _, j in rows]]
+        )
+        return self.decision(texts, shown, probs.reshape(len(texts), len(shown), len(RELATIONS)), source_turn_ids)
+
+    def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
+        """`steps` with the embedding run in place (a script, a test); the clients drive `steps`."""
+        return run(self.steps(facts, related, source_turn_ids=source_turn_ids))
+
+    def decision(self, facts: Sequence[str], shown: Sequence[ScoredMemory], probs: np.ndarray, source_turn_ids: Sequence[str] = ()) -> Decision:
+        """The ops for ``facts`` given ``probs`` [fact, memory, relation] over the ``shown``
+        memories (`RELATIONS` order): the rule of the module docstring. A memory is retired
+        by one fact at most (the guard allows one op per memory)."""
+        t, turns = self.thresholds, tuple(source_turn_ids)
+        ops: list[Op] = []
+        retired: set[int] = set()
+        for i, fact in enumerate(facts):
+            p = probs[i]
+            if len(shown) and p[:, _DUP].max() >= t.duplicate_at:
+                self.stats.add("duplicates")
+                continue
+            if len(shown) and p[:, _FGT].max() >= t.forget_at:
+                self.stats.add("forget_requests")
+                continue
+            replaced = p[:, _SUP] + p[:, _COR]
+            order = [int(j) for j in np.argsort(-replaced, kind="stable") if replaced[j] >= t.supersede_at and int(j) not in retired]
+            targets = order[: t.max_supersedes]
+            retired.update(targets)
+            self.stats.add("supersedes", len(targets))
+            ops.append(Op.add(fact, source_turn_ids=turns, supersedes=tuple(shown[j].record.id for j in targets)))
+        return Decision(ops)
