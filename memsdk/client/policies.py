@@ -42,7 +42,7 @@ _HEURISTIC = {"extractor": HeuristicExtractor, "manager": HeuristicManager, "ans
 #: trained policies without an LLM that a role can name, with the registry version serving
 #: each (``policies={"manager": "pairs"}``: the pair classifier, `PairManager`); a version
 #: published under the client's checkpoints shadows the packaged one of that name
-TRAINED = {"manager": {"pairs": "pairs-v1"}}
+TRAINED = {"manager": {"pairs": "pairs-v2"}}
 
 #: the kind of backend a client makes and switches adapters on: a blocking `LoRABackend`
 #: (`MemoryClient`) or an `AsyncLoRABackend` (`AsyncMemoryClient`)
@@ -256,8 +256,11 @@ class PolicySet(Generic[B]):
         return cls(backend, PolicyConfig(model=adapter_name, prompt_version=prompt_version, params=spec.sampling), fallback=fallback)
 
     def _trained(self, role: str, version: str) -> PairManager:
-        """The pair manager of registry ``version`` (the client's checkpoints, else the package's)."""
-        registry = self.registry if self.registry.packaged is not None else PolicyRegistry(self.registry.root, packaged=PACKAGED_DIR)
+        """The pair manager of registry ``version``: the client's checkpoints, else its packaged
+        folder, else the heads memsdk ships (a client whose packaged folder is another's
+        still serves the default manager)."""
+        shipped = PolicyRegistry(self.registry.root, packaged=PACKAGED_DIR)
+        registry = next((r for r in (self.registry, shipped) if any(m.version == version for m in r.versions(role))), shipped)
         manifest = registry.get(role, version)
         try:
             return PairManager.load(registry.adapter_dir(manifest))

@@ -39,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     lo.add_argument("--baseline", choices=["raw-rag", "heuristic", "llm", "full-context"])
     lo.add_argument("--answerer", choices=["extractive", "llm"], help="who answers a raw-rag or heuristic run")
     lo.add_argument("--answerer-version", help="the LLM answerer's adapter: base (default), or a published or packaged version such as locomo-v1")
+    lo.add_argument("--manager", help="the manager role over the baseline's: heuristic, llm, or a trained policy without an LLM (pairs)")
     lo.add_argument("--answer-k", type=int, help="memories the answerer sees (default: the client's, the answerer version's training k, else 60)")
     lo.add_argument("--out", type=Path, help="output folder (default build/eval/<split>-<baseline>)")
     lo.add_argument("--include-adversarial", action="store_true", default=None, help="also ask category 5")
@@ -78,7 +79,7 @@ def _config(args: argparse.Namespace) -> EvalConfig:
 
 def _overrides(base: EvalConfig, args: argparse.Namespace) -> EvalConfig:
     return base.with_overrides(
-        baseline=args.baseline, answerer=args.answerer, answerer_version=args.answerer_version, answer_k=args.answer_k, include_adversarial=args.include_adversarial,
+        baseline=args.baseline, answerer=args.answerer, answerer_version=args.answerer_version, manager=args.manager, answer_k=args.answer_k, include_adversarial=args.include_adversarial,
         judge_url=args.judge_url, judge_model=args.judge_model, llm_base_url=args.llm_base_url, model=args.model,
         embedder=args.embedder, conversations=tuple(args.conversations) if args.conversations else None,
         max_sessions=args.max_sessions, max_questions=args.max_questions, concurrency=args.concurrency,

@@ -34,6 +34,7 @@ class EvalConfig(BaseModel):
     llm_base_url: str | None = Field(None, description="An OpenAI-compatible server; None runs SmolLM2 in-process.")
     model: str = "smollm2"
     llm_threads: int = Field(1, ge=1, description="torch threads of the in-process model.")
+    manager: str | None = Field(None, min_length=1, description="The manager role over the baseline's (heuristic / llm ingest): 'heuristic', 'llm', or a trained policy without an LLM ('pairs'); None: the baseline's.")
     answer_k: int | None = Field(None, ge=2, le=200, description="Memories the answerer sees, answer_k/2 per speaker; None: the client's own (the answerer version's training k, else 60).")
     related_k: int = Field(5, ge=1, le=50)
     context_turns: int = Field(2, ge=0, le=20)
@@ -103,6 +104,8 @@ def _hash(config: EvalConfig) -> str:
         del kept["tiers"]
     if not config.hybrid or config.baseline == "full-context":
         del kept["hybrid"]
+    if config.manager is None:
+        del kept["manager"]
     if config.answerer_version == BASE_VERSION:
         del kept["answerer_version"]
         if kept["answer_k"] is None:  # the client's own k over base is 60: runs from before None hashed it so

@@ -178,7 +178,7 @@ class Evaluator:
         shutil.rmtree(data_dir, ignore_errors=True)  # a half-built memory from an interrupted run
         backend = CountingBackend(self.backend) if self.backend is not None else None
         ingest = "llm" if self.config.baseline == "llm" else "heuristic"
-        policies = {"extractor": ingest, "manager": ingest, "answerer": "llm" if self.config.uses_llm_answerer else "heuristic"}
+        policies = {"extractor": ingest, "manager": self.config.manager or ingest, "answerer": "llm" if self.config.uses_llm_answerer else "heuristic"}
         client = MemoryClient(
             data_dir=data_dir, embedder=self.embedder, backend=backend, policies=policies,
             model=self.config.model, related_k=self.config.related_k, context_turns=self.config.context_turns,

@@ -38,12 +38,12 @@ def test_a_memory_in_both_lists_adds_up_and_a_copy_of_a_candidate_turn_is_droppe
     assert twice[0].score == pytest.approx(1.0)  # 1/2 + 1/2
 
 
-def test_a_superseded_memory_goes_after_a_current_one_at_half_its_fused_score() -> None:
+def test_a_superseded_memory_goes_after_a_current_one_at_its_weighted_fused_score() -> None:
     boston = hit("Maya lives in Boston", Tier.SEMANTIC)
     boston = ScoredMemory(record=boston.record.model_copy(update={"invalid_at": NOW}), score=0.5)
     austin = hit("Maya lives in Austin", Tier.SEMANTIC)
     out = fuse([[boston, austin]], limit=2, k=60)
-    # boston: .5 * 1/60 = .00833 < austin: 1/61 = .01639
+    # boston: .8 * 1/60 = .01333 < austin: 1/61 = .01639
     assert [m.record.text for m in out] == ["Maya lives in Austin", "Maya lives in Boston"]
     assert out[1].score == pytest.approx(SUPERSEDED_WEIGHT / 60)
 

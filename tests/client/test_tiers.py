@@ -222,3 +222,30 @@ def test_a_forget_by_kind_of_data_reaches_every_tier_and_keeps_everything_else(m
     assert [m.text for m in live if m.tier == "core"] == ["Sam is a nurse."]
     forgotten = [m for m in client.list(scope=SAM, include_deleted=True) if m.deleted]
     assert forgotten and all(client.restore(m.id, scope=SAM).current for m in forgotten)  # soft, until erase
+
+
+class ReplacesTheClosest:
+    """A manager that says every fact replaces the closest memory it is shown."""
+
+    role = "manager"
+    version = "1"
+
+    def decide(self, facts, related, *, source_turn_ids):
+        return [Op.add(f, supersedes=(related[0].record.id,) if related else (), source_turn_ids=tuple(source_turn_ids)) for f in facts]
+
+
+def test_a_superseded_copy_of_a_turn_retires_the_turn_and_a_fact_in_other_words_does_not(make_client) -> None:
+    client = make_client(policies={"extractor": "heuristic", "manager": ReplacesTheClosest(), "answerer": "heuristic"})
+    boston = client.ingest({"speaker": "Sam", "text": "I live in Boston with my two cats", "timestamp": "8 May 2023", "turn_id": "D1:1"}, scope=SAM)
+    austin = client.ingest({"speaker": "Sam", "text": "We finally moved into our new place in Austin", "timestamp": "2 September 2023", "turn_id": "D2:1"}, scope=SAM)
+    records = {(m.tier, m.source_turn_ids): m for m in client.list(scope=SAM)}
+    old_fact, old_turn = records[("semantic", ("D1:1",))], records[("episodic", ("D1:1",))]
+    assert old_fact.superseded_by == records[("semantic", ("D2:1",))].id
+    # the fact was the turn behind a header: the turn goes with it, replaced by the turn that replaced it
+    assert (old_turn.superseded_by, old_turn.current) == (austin.episodic_id, False) and boston.episodic_id == old_turn.id
+    assert [e.event for e in client.history(old_turn.id, scope=SAM)] == ["ADD", "SUPERSEDE"]
+    # a fact in its own words does not say what else its turn said: the turn stays current
+    cats = client.add("Sam has two cats", scope=SAM)
+    client.ingest({"speaker": "Sam", "text": "Sam has two cats and a dog now", "turn_id": "D3:1"}, scope=SAM)
+    assert not client.get(cats.id, scope=SAM).current  # the closest: replaced
+    assert all(m.current for m in client.list(scope=SAM, tier="episodic") if m.source_turn_ids != ("D1:1",))

@@ -132,7 +132,7 @@ def _report(summary: ManageSummary) -> ManageReport:
 
 def test_policies_and_the_output_folder() -> None:
     assert role_policies(ManageConfig()) == {"extractor": "heuristic", "manager": "heuristic", "answerer": "heuristic"}
-    assert role_policies(ManageConfig(policies="auto")) == {"extractor": "heuristic", "manager": "heuristic", "answerer": "llm"}
+    assert role_policies(ManageConfig(policies="auto")) == {"extractor": "heuristic", "manager": "pairs", "answerer": "llm"}
     assert role_policies(ManageConfig(policies="auto", answerer="extractive"))["answerer"] == "heuristic"
     assert default_out("val", ManageConfig()) == Path("build/eval/manage-val-heuristic")
     assert default_out("val", ManageConfig(policies="auto", answerer="extractive")) == Path("build/eval/manage-val-auto-extractive")

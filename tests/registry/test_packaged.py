@@ -166,8 +166,11 @@ def test_auto_serves_the_measured_defaults_for_the_model(tmp_path: Path, package
     def kinds(ps: PolicySet) -> dict[str, str]:
         return {role: ps.served(role).kind for role in ("extractor", "manager", "answerer")}
 
-    assert kinds(policy_set(tmp_path, packaged)) == {"extractor": "heuristic", "manager": "heuristic", "answerer": "llm"}
-    assert kinds(policy_set(tmp_path, packaged, model="/cache/SmolLM2-135M-Instruct")) == {"extractor": "heuristic", "manager": "heuristic", "answerer": "llm"}
+    # over SmolLM2: the heuristic extractor, the trained pair manager (a policy without an LLM), the LLM answerer
+    default = {"extractor": "heuristic", "manager": "rules", "answerer": "llm"}
+    assert kinds(policy_set(tmp_path, packaged)) == default
+    assert kinds(policy_set(tmp_path, packaged, model="/cache/SmolLM2-135M-Instruct")) == default
+    assert policy_set(tmp_path, packaged).version_label("manager") == "pairs-v2"
     bigger = policy_set(tmp_path, packaged, model="Qwen/Qwen2.5-7B-Instruct", llm_base_url="http://vllm:8000")
     assert set(kinds(bigger).values()) == {"llm"} and bigger.start_versions() == {}  # a bigger served model: every role an LLM
     assert set(kinds(policy_set(tmp_path, packaged, injected=True)).values()) == {"llm"}  # the caller's backend: its model is not known

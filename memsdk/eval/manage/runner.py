@@ -26,6 +26,7 @@ from typing import Any
 from tqdm import tqdm
 
 from memsdk.client import MemoryClient
+from memsdk.client.policies import TRAINED
 from memsdk.eval.backends import CountingBackend, open_backend, open_embedder
 from memsdk.eval.config import EvalConfig
 from memsdk.eval.manage.metrics import answer_correct, fact_outcomes, summarize, turn_checks
@@ -103,7 +104,9 @@ class ManageRunner:
 
     @property
     def served(self) -> dict[str, str]:
-        return {role: f"llm@{self.answerer_version}" if role == "answerer" and self.answerer_version else choice for role, choice in self.roles.items()}
+        """What served each role: a trained policy by its version ("pairs" -> pairs-v2), the LLM answerer at its adapter."""
+        named = {role: TRAINED.get(role, {}).get(choice, choice) for role, choice in self.roles.items()}
+        return named | ({"answerer": f"llm@{self.answerer_version}"} if self.answerer_version else {})
 
     def run(self, split: ScenarioSplit, chosen: Sequence[Scenario] | None = None) -> ManageReport:
         """Every scenario of ``split`` (or ``chosen``); writes report.json, report.md and scenarios/*.json."""
