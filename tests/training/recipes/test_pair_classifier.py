@@ -56,7 +56,7 @@ def synthetic_pairs(split: str, n_per_class: int, seed: int) -> list[Pair]:
 
 
 #: small synthetic sets learn faster than the benchmark's defaults allow for
-QUICK = {"embedder": "hash", "lr": 2e-3, "dropout": 0.1, "weight_decay": 1e-4, "embedding_weight": 1.0, "progress": False, "num_threads": 1}
+QUICK = {"embedder": "hash", "lr": 2e-3, "dropout": 0.1, "weight_decay": 1e-4, "embedding_weight": 1.0, "progress": False, "num_threads": 1, "chat_negatives": None}
 
 
 def fit(tmp_path: Path, *, shuffle: bool) -> float:
