@@ -79,13 +79,6 @@ FACT_WEIGHT = 0.8
 #: .877 -> .892, @60 .903 -> .939 and .917 -> .927)
 NAMED_SHARE = 2 / 3
 NAMED_OTHERS_WEIGHT = 0.5
-#: the last NEIGHBOUR_SHARE of the answer's k go to the turns said around its best
-#: NEIGHBOURS_OF episodic hits, NEIGHBOUR_SPAN turns each way, in conversation order (the
-#: next turn, the one before, then the second next, ...): the answer to "what did Caroline
-#: say about the support group?" is often the reply after the turn that matches (LoCoMo,
-#: heuristic tiers + hybrid, recall@60 train / val .926 -> .939 and .908 -> .945, @10 and
-#: @30 unchanged; at k 30, @30 .884 -> .882 and .847 -> .894; spans of 1 and other shares
-#: measured lower)
 #: a superseded memory's fused score is multiplied by this: what is true now goes first, and
 #: what was true before stays in reach for "where did she live before?" (marked with its end
 #: by `MemoryRecord.render`). LoCoMo val with the pair manager (27 memories retired), recall
@@ -93,6 +86,13 @@ NAMED_OTHERS_WEIGHT = 0.5
 #: LoCoMo questions are about what was said when, and a wrong retirement at .5 costs its turn
 #: the top of the list
 SUPERSEDED_WEIGHT = 0.8
+#: the last NEIGHBOUR_SHARE of the answer's k go to the turns said around its best
+#: NEIGHBOURS_OF episodic hits, NEIGHBOUR_SPAN turns each way, in conversation order (the
+#: next turn, the one before, then the second next, ...): the answer to "what did Caroline
+#: say about the support group?" is often the reply after the turn that matches (LoCoMo,
+#: heuristic tiers + hybrid, recall@60 train / val .926 -> .939 and .908 -> .945, @10 and
+#: @30 unchanged; at k 30, @30 .884 -> .882 and .847 -> .894; spans of 1 and other shares
+#: measured lower)
 NEIGHBOUR_SHARE = 1 / 3
 NEIGHBOURS_OF = 10
 NEIGHBOUR_SPAN = 2
