@@ -144,7 +144,8 @@ class BaseClient(Generic[B]):
             self.log = InteractionLog(self.config.data_dir / "interactions.sqlite3", redact=redact) if self.config.log_interactions else None
             # annotated: an injected `backend` is Any, which would otherwise make B Any
             self._backends: Backends[B] = Backends(self.config, self._make_backend, injected=backend)
-            self._policies: PolicySet[B] = PolicySet(self._backends, self.config, self._registry(), self.config.data_dir / "active_policies.json")
+            # the cached embedder, not its timer: a policy's embedding counts as the policy's time
+            self._policies: PolicySet[B] = PolicySet(self._backends, self.config, self._registry(), self.config.data_dir / "active_policies.json", embedder=self._embedder.inner)
         except BaseException:
             self._release_bank()
             self._close_backends_now()

