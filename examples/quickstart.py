@@ -4,8 +4,10 @@
 1. Ingest a short conversation of our own (examples/data/demo_conversation.json: Maya and
    Leo over three dated sessions, with facts that change, get corrected and get forgotten),
    one memory per speaker, with the measured defaults over SmolLM2-135M in-process (the
-   heuristic extractor and manager, the SmolLM2 answerer with the adapter the package ships).
-2. Show the ops the manager took for a few turns.
+   heuristic extractor, the trained pair manager, the SmolLM2 answerer with the adapter the
+   package ships).
+2. Show the ops the manager took for a few turns, and what is no longer true: memories the
+   trained manager or a correction retired (kept as history) and what a forget deleted.
 3. Answer the file's questions next to their gold answers (token F1 per answer).
 4. The Buddy/Scout case: the manager's decision and the audit history.
 5. Close, reopen, and show the memory survived the restart.
@@ -63,6 +65,15 @@ def main() -> None:
               f"{sum(r.prompt_tokens for r in results) / len(results):.0f} prompt tokens per turn; memories kept {kept}")
         old_number = [h.record.text for h in client.search("phone number 07700 900123", scope=speakers[0], limit=3) if "900123" in h.record.text]
         print(f"asked to forget the old phone number (D3:1): {'still remembered: ' + repr(old_number[0]) if old_number else 'not in memory'}")
+
+        print("\n== 2b. what is no longer true: retired (kept as history, restorable) and forgotten (deleted until erase)")
+        for s in speakers:
+            for m in client.list(scope=s, include_deleted=True):
+                if m.deleted:
+                    print(f"    [{s['user_id']}] forgotten  {m.tier:8} {m.text[:70]!r}")
+                elif m.superseded:
+                    by = client.get(m.superseded_by, scope=s).text[:50] if m.superseded_by else "a correction"
+                    print(f"    [{s['user_id']}] retired    {m.tier:8} {m.text[:70]!r}\n{'':26}until {m.invalid_at:%d %b %Y}, replaced by {by!r}")
 
         print("\n== 3. questions, with the gold answers")
         scores = []
