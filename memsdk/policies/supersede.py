@@ -43,6 +43,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import timedelta
 
 from memsdk.policies.heuristic import STOPWORDS, _key, _words
@@ -92,9 +93,13 @@ _CORRECT = [
 
 @dataclass(frozen=True)
 class Forget:
+    """A forget request about ``about``. What it matches is computed once per request (cached
+    properties), since a forget by meaning checks it against up to `MEANING_CANDIDATES`
+    memories and each of their clauses."""
+
     about: str
 
-    @property
+    @cached_property
     def words(self) -> frozenset[str]:
         """What a memory must contain to state the forgotten thing: its numbers when it has
         any ("the old one, 07700 900123": a number names it exactly, "old one" does not),
@@ -103,13 +108,13 @@ class Forget:
         numbers = [w for w in words if any(ch.isdigit() for ch in w)]
         return frozenset(_key(w) for w in numbers or words)
 
-    @property
+    @cached_property
     def kinds(self) -> frozenset[DataKind]:
         """The kinds of personal data the request names ("my phone number"), unless it names
         a value itself ("the old one, 07700 900123": then that value, not every phone number)."""
         return frozenset() if any(ch.isdigit() for ch in self.about) else kinds_named(self.about)
 
-    @property
+    @cached_property
     def topic(self) -> frozenset[str]:
         """The word stems of the sensitive topic the request names ("my diagnosis")."""
         if self.kinds:
