@@ -32,6 +32,7 @@ __all__ = [
     "ScoredMemory",
     "Turn",
     "content_hash",
+    "turn_header",
     "check_text",
     "check_storable",
     "check_utf8",
@@ -126,6 +127,13 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def turn_header(speaker: str | None, when: str | None) -> str:
+    """What an episodic turn is shown after: ``Caroline (on 8 May 2023)``, or the speaker alone
+    when the turn has no time (`MemoryRecord.render` puts ": <text>" after it)."""
+    head = speaker or "someone"
+    return f"{head} (on {when})" if when else head
+
+
 class Scope(BaseModel):
     """Whose memory this is. A scope is a hard partition keyed by all three fields.
 
@@ -210,6 +218,9 @@ class Op(BaseModel):
     speaker: Annotated[str, Strict(), AfterValidator(_check_id)] | None = Field(None, description="Who said it (ADD only).")
     occurred_at: datetime | None = Field(None, description="When the content happened, not when it was stored (ADD only).")
     context: Text | None = Field(None, description="What the content follows, indexed with it and never stored or shown (ADD only): an episodic turn's previous turn.")
+    context_header: Text | None = Field(
+        None, description="How the context's turn is shown (`turn_header`: 'Melanie (on 8 May 2023)'), so its vector is the one that turn was embedded with (ADD with a context only)."
+    )
     supersedes: tuple[uuid.UUID, ...] = Field((), description="Memories the new one replaces (ADD only): each is retired, not deleted.")
     by: uuid.UUID | None = Field(None, description="The memory that replaced the target (RETIRE only).")
 
@@ -235,6 +246,8 @@ class Op(BaseModel):
             raise ValueError(f"{self.op} must not set by: it names what replaced a RETIRE's target")
         if self.by is not None and self.by == self.target:
             raise ValueError("a memory cannot replace itself")
+        if self.context_header is not None and self.context is None:
+            raise ValueError("context_header names how a context is shown: it needs a context")
         if self.op is not OpType.ADD and (self.tier is not Tier.SEMANTIC or self.speaker is not None or self.occurred_at is not None or self.context is not None):
             raise ValueError(f"{self.op} must not set tier, speaker, occurred_at or context: they are fixed when a memory is added")
         return self
@@ -351,9 +364,8 @@ class MemoryRecord(BaseModel):
         until = f" (until {render_day(self.invalid_at)})" if resolve_dates and self.invalid_at else ""
         if self.tier is not Tier.EPISODIC:
             return text + until
-        head = self.speaker or "someone"
         when = self.metadata.get("timestamp") or (self.occurred_at and render_when(self.occurred_at))
-        return (f"{head} (on {when}): {text}" if when else f"{head}: {text}") + until
+        return f"{turn_header(self.speaker, str(when) if when else None)}: {text}{until}"
 
     def index_text(self, context: str | None = None) -> str:
         """What the bank embeds and BM25-encodes: the record as rendered without resolved

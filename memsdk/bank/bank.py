@@ -29,6 +29,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
@@ -145,6 +146,28 @@ def as_ops(ops: Iterable[Op | dict[str, Any]]) -> list[Op]:
     return out
 
 
+#: an episodic turn's vector is unit(own + CONTEXT_WEIGHT x its previous turn's): LoCoMo's
+#: questions often quote what a reply answers, so a reply is found by its question's words.
+#: Embedding "<previous turn>\n<turn>" as one text did that at one more MiniLM pass per turn
+#: (the previous turn's own vector is already made); heuristic ingest, recall@10/@30/@60:
+#: train .766/.836/.939 -> .772/.843/.946, val .787/.886/.951 -> .787/.886/.955 (.3: within .01)
+CONTEXT_WEIGHT = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What an episodic turn follows (`Op.context`): its words, for BM25 and the hash that
+    links the two turns, and the turn as it is shown, for the dense vector."""
+
+    words: str
+    shown: str
+
+    @classmethod
+    def of(cls, op: Op) -> Context:
+        words = op.context or ""
+        return cls(words, f"{op.context_header}: {words}" if op.context_header else words)
+
+
 class MemoryBank:
     """The memory of many scopes in one store.
 
@@ -218,7 +241,7 @@ class MemoryBank:
             transition = plan(state, ops, scope=scope, actor=actor, now=self._clock(), seq=self._next_seq(), limits=self.limits)
             vectors = {pid: p.vector for pid, p in current.items()}
             # a context is indexed with the record it came with and stored nowhere
-            contexts = {c.after.id: ops[c.index].context for c in transition.changes if c.op is OpType.ADD and c.after is not None and ops[c.index].context}
+            contexts = {c.after.id: Context.of(ops[c.index]) for c in transition.changes if c.op is OpType.ADD and c.after is not None and ops[c.index].context}
             self._commit(transition, vectors, contexts)
             forgotten = {content_hash(r.text) for r in transition.deleted_turns}
             if forgotten:
@@ -291,7 +314,7 @@ class MemoryBank:
         with self._seq_lock:
             self._seq = max([self._seq, *seqs])
 
-    def _commit(self, transition: Transition, vectors: dict[str, np.ndarray | None], contexts: dict[uuid.UUID, str | None] | None = None) -> None:
+    def _commit(self, transition: Transition, vectors: dict[str, np.ndarray | None], contexts: dict[uuid.UUID, Context] | None = None) -> None:
         # only new text needs a new vector; a delete or restore keeps the stored one (its
         # context included; the BM25 half is encoded afresh, from the record's own words)
         reembed = {str(e.memory_id) for e in transition.events if e.event in (EventType.ADD, EventType.UPDATE)}
@@ -302,18 +325,36 @@ class MemoryBank:
         self._advance_seq(e.seq for e in transition.events[-1:])
 
     def _record_points(
-        self, records: Sequence[MemoryRecord], vectors: dict[str, np.ndarray | None] | None = None, contexts: dict[uuid.UUID, str | None] | None = None
+        self, records: Sequence[MemoryRecord], vectors: dict[str, np.ndarray | None] | None = None, contexts: dict[uuid.UUID, Context] | None = None
     ) -> list[Point]:
-        """``records`` as store points, indexed the way every search expects: the record's
-        `index_text` (rendered without resolved dates, after its context in ``contexts``, if
-        any), embedded and BM25-encoded. A record whose id is in ``vectors`` keeps that vector
+        """``records`` as store points, indexed the way every search expects. BM25 reads the
+        record's `index_text` (rendered without resolved dates, after its context's words, if
+        it has one in ``contexts``). The dense vector is the embedding of the record as
+        rendered (`dense_vectors`). A record whose id is in ``vectors`` keeps that vector
         instead of being embedded again."""
         vectors, contexts = dict(vectors or {}), contexts or {}
-        indexed = {r.id: r.index_text(contexts.get(r.id)) for r in records}
         fresh = [r for r in records if str(r.id) not in vectors]
-        vectors |= {str(r.id): v for r, v in zip(fresh, self._embed([indexed[r.id] for r in fresh]))}
+        vectors |= {str(r.id): v for r, v in zip(fresh, self.dense_vectors(fresh, contexts))}
         # BM25 costs microseconds, so every written record gets its sparse vector afresh
-        return [codec.record_point(r, vectors[str(r.id)], self.bm25.document(indexed[r.id])) for r in records]
+        return [codec.record_point(r, vectors[str(r.id)], self.bm25.document(r.index_text(c.words if (c := contexts.get(r.id)) else None))) for r in records]
+
+    def dense_vectors(self, records: Sequence[MemoryRecord], contexts: dict[uuid.UUID, Context] | None = None) -> np.ndarray:
+        """The dense vectors of ``records``: the embedding of each as rendered (without resolved
+        dates), and for one with a context, unit(own + `CONTEXT_WEIGHT` x the context's turn as
+        it is shown). One embedder call for all of them; texts repeat, so a cached embedder
+        answers the context (the previous turn, embedded when it was ingested) and a fact that
+        copies its turn from memory: one embedding per ingested turn."""
+        contexts = contexts or {}
+        shown = [r.render(resolve_dates=False) for r in records]
+        said = [c.shown for r in records if (c := contexts.get(r.id))]
+        texts = list(dict.fromkeys([*shown, *said]))
+        embedded, row = self._embed(texts), {text: i for i, text in enumerate(texts)}
+        out = embedded[[row[t] for t in shown]]
+        for i, r in enumerate(records):
+            if (c := contexts.get(r.id)) is not None:
+                mixed = out[i] + CONTEXT_WEIGHT * embedded[row[c.shown]]
+                out[i] = mixed / max(float(np.linalg.norm(mixed)), 1e-12)
+        return out
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

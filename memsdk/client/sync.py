@@ -13,7 +13,7 @@ from typing import IO, Any, overload
 
 from tqdm import tqdm
 
-from memsdk.client._base import SCOPE_LOCK_STRIPES, BaseClient, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model
+from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, batched, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model
 from memsdk.client.policies import Endpoint, Switch
 from memsdk.client.pipeline import Adjacent, Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
 from memsdk.policies.base import Call, Chat, R, chat
@@ -103,11 +103,17 @@ class MemoryClient(BaseClient[LoRABackend]):
         single = isinstance(turns, (Turn, dict))
         items = self._as_turns(turns)
         scope_of = self._scope_resolver(scope)
-        results = [self._ingest_one(t, scope_of(t)) for t in tqdm(items, desc="ingest", unit="turn", disable=not (progress if progress is not None else len(items) > 1))]
+        results = []
+        with tqdm(total=len(items), desc="ingest", unit="turn", disable=not (progress if progress is not None else len(items) > 1)) as bar:
+            for chunk in batched(items, EMBED_AHEAD):
+                ahead = self._embed_ahead(chunk)
+                for turn in chunk:
+                    results.append(self._ingest_one(turn, scope_of(turn), ahead))
+                    bar.update()
         return results[0] if single else results
 
-    def _ingest_one(self, turn: Any, scope: Any) -> IngestResult:
-        started, timings = time.perf_counter(), Timings()
+    def _ingest_one(self, turn: Any, scope: Any, ahead: float = 0.0) -> IngestResult:
+        started, timings = time.perf_counter() - ahead, Timings(embedding=ahead)
         with self._scope_locks[self._stripe(scope)]:
             seen, whose = self._context_of(scope)
             active = self._policies.active()

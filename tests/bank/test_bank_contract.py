@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from memsdk.bank import MemoryBank
+from memsdk.bank import MemoryBank, codec
+from memsdk.bank.bank import CONTEXT_WEIGHT
 from memsdk.errors import Conflict, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
 from memsdk.embedding import HashEmbedder
 from memsdk.store.base import SCOPE_TIER_FIELD, Point, Sparse, Where, scope_tier_key
@@ -204,6 +205,21 @@ def test_delete_all_unquotes_the_scope_from_its_conversations_other_scopes(bank:
     assert bank.get(ben, reply.id).context_hash is None and bank.get(ben, gone.id, include_deleted=True).context_hash is None
     assert bank.get(ben, reply.id).text == "Under the mat" and bank.get(ben, reply.id).version == 1
     assert bank.get(elsewhere, other.id).context_hash == content_hash(quote)  # another conversation never quoted Ann
+
+
+def test_a_turn_after_a_context_is_embedded_as_itself_plus_half_the_context_turn_as_shown(bank: MemoryBank) -> None:
+    """The dense vector of a turn with a context is unit(own + CONTEXT_WEIGHT x context), each
+    as its turn is shown (speaker and time); BM25 still reads the context's words alone."""
+    ben = Scope(user_id="ben", run_id="c1")
+    op = Op.add("Under the mat", tier="episodic", speaker="Ben", context="Where is the key?", context_header="Ann (on 8 May 2023)")
+    (reply,) = bank.apply(ben, [op], actor=Actor(role="ingest")).records
+    (point,) = bank.transport.scroll(codec.memories(ben, ids=frozenset({str(reply.id)})), with_vectors=True)
+    own, said = HashEmbedder(DIM).embed(["Ben: Under the mat", "Ann (on 8 May 2023): Where is the key?"])
+    mixed = own + CONTEXT_WEIGHT * said
+    np.testing.assert_allclose(point.vector, mixed / np.linalg.norm(mixed), atol=1e-6)
+    assert [h.record.id for h in bank.search(ben, "Where is the key?", limit=1, tier="episodic")] == [reply.id]
+    with pytest.raises(ValueError, match="needs a context"):
+        Op.add("Under the mat", context_header="Ann")
 
 
 def test_a_deleted_turn_leaves_the_index_of_the_turns_after_it(bank: MemoryBank) -> None:

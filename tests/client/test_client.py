@@ -63,6 +63,38 @@ def test_speakers_of_one_run_share_extractor_context(make_client) -> None:
     assert [t["speaker"] for t in third.input["context"]] == ["Caroline", "Melanie"]
 
 
+class Counting(HashEmbedder):
+    """The hashing embedder, keeping every text the model is asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.texts: list[str] = []
+        self.calls = 0
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.texts += texts
+        self.calls += 1
+        return super().embed(texts)
+
+
+def test_an_ingested_turn_is_embedded_once(make_client) -> None:
+    """With the heuristic policies the turn (episodic), its previous turn (the context, already
+    embedded), the fact that copies it and the search for related memories share one vector;
+    the turns of one list are embedded in one call."""
+    embedder = Counting()
+    client = make_client(embedder=embedder)
+    turns = [
+        {"speaker": "Caroline", "text": "I went to a LGBTQ support group yesterday", "timestamp": "1:56 pm on 8 May, 2023"},
+        {"speaker": "Melanie", "text": "That sounds powerful, how was it?", "timestamp": "1:57 pm on 8 May, 2023"},
+        {"speaker": "Caroline", "text": "It was powerful, I felt accepted", "timestamp": "1:58 pm on 8 May, 2023"},
+    ]
+    results = client.ingest(turns, scope=lambda t: {"user_id": t.speaker.lower(), "run_id": "chat-1"})
+    assert all(r.facts for r in results)  # each turn also became a fact, searched for and added
+    assert embedder.texts == [f"{t['speaker']} (on {t['timestamp']}): {t['text']}" for t in turns] and embedder.calls == 1
+    client.ingest({"speaker": "Melanie", "text": "So glad to hear it"}, scope={"user_id": "melanie", "run_id": "chat-1"})
+    assert embedder.texts[3:] == ["Melanie: So glad to hear it"] and embedder.calls == 2  # one at a time: one call
+
+
 def test_direct_memory_calls(make_client) -> None:
     client = make_client()
     rec = client.add("Likes tea", scope=CAROLINE, metadata={"source": "settings page"})
