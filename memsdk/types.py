@@ -17,7 +17,7 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, Strict, model_validator
 
-from memsdk.dates import render_day, render_when, resolve_relative
+from memsdk.dates import parse_when, render_day, render_when, resolve_relative
 
 __all__ = [
     "Scope",
@@ -33,6 +33,8 @@ __all__ = [
     "Turn",
     "content_hash",
     "turn_header",
+    "shown_when",
+    "shown_turn",
     "check_text",
     "check_storable",
     "check_utf8",
@@ -132,6 +134,21 @@ def turn_header(speaker: str | None, when: str | None) -> str:
     when the turn has no time (`MemoryRecord.render` puts ": <text>" after it)."""
     head = speaker or "someone"
     return f"{head} (on {when})" if when else head
+
+
+def shown_when(turn: Turn) -> str | None:
+    """A turn's time as its episodic record shows it (`MemoryRecord.render`): as the app wrote
+    it, or a datetime the way `render_when` writes one."""
+    if isinstance(turn.timestamp, str):
+        return turn.timestamp
+    when = parse_when(turn.timestamp)
+    return render_when(when) if when else None
+
+
+def shown_turn(turn: Turn) -> str:
+    """A turn as its episodic record is shown without resolved dates: the text the bank
+    embeds for it, and the heuristic extractor's fact of it."""
+    return f"{turn_header(turn.speaker, shown_when(turn))}: {turn.text}"
 
 
 class Scope(BaseModel):

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from memsdk.bank import MemoryBank, as_memory_id, as_query, as_scope
 from memsdk.bank.transition import Transition
-from memsdk.client.pipeline import ActivePolicies, Adjacent, AnswerOutcome, Apply, Effect, IngestOutcome, Search, applied_ops, ingest_steps, shown_turn, write_steps
+from memsdk.client.pipeline import ActivePolicies, Adjacent, AnswerOutcome, Apply, Effect, IngestOutcome, Search, applied_ops, ingest_steps, write_steps
 from memsdk.client.reading import ReadPlan, as_source, plan_read
 from memsdk.client.policies import B, Backends, Endpoint, PolicySet, Switch
 from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo, ReadResult
@@ -35,7 +35,7 @@ from memsdk.errors import ClientClosed, GateFailed, InvalidInput, PolicyError
 from memsdk.llm.config import CircuitBreaker, Limits
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, ROLES, PolicyRegistry
-from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, Actor, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, utcnow
+from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, Actor, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, shown_turn, utcnow
 
 if TYPE_CHECKING:
     from memsdk.eval.replay import AnswerCase, ManagerCase  # memsdk.eval imports the clients

@@ -46,8 +46,8 @@ from memsdk.policies.supersede import Correction, Forget, classify, supersede_op
 from memsdk.policies.writer import Writer, Written
 from memsdk.bank import MemoryBank
 from memsdk.bank.transition import Transition
-from memsdk.dates import parse_when, render_when
-from memsdk.types import Actor, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn, turn_header
+from memsdk.dates import parse_when
+from memsdk.types import Actor, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn, shown_when, turn_header
 
 __all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "with_neighbours", "resume", "ActivePolicies", "Search", "Apply", "Adjacent", "Chat", "Call", "Effect", "decided", "drive", "adrive", "related_steps", "core_steps", "applied_ops", "IngestOutcome", "WriteOutcome", "AnswerOutcome", "ingest_steps", "write_steps", "answer_steps"]
 
@@ -272,21 +272,10 @@ def episode_op(turn: Turn, previous: Turn | None = None) -> Op:
             # question naming the speaker would then prefer any reply over the turn it asks about;
             # the header is for the dense vector, which reads the turn as it was embedded
             context = previous.text
-    header = turn_header(previous.speaker, _shown_when(previous)) if context is not None and previous is not None else None
+    header = turn_header(previous.speaker, shown_when(previous)) if context is not None and previous is not None else None
     return Op.add(turn.text, tier=Tier.EPISODIC, speaker=turn.speaker, occurred_at=when, source_turn_ids=turn_ids, metadata=raw, context=context, context_header=header)
 
 
-def shown_turn(turn: Turn) -> str:
-    """A turn as its episodic record is shown without resolved dates: the text the bank embeds for it."""
-    return f"{turn_header(turn.speaker, _shown_when(turn))}: {turn.text}"
-
-
-def _shown_when(turn: Turn) -> str | None:
-    """A turn's time as its episodic record shows it (`MemoryRecord.render`)."""
-    if isinstance(turn.timestamp, str):
-        return turn.timestamp
-    when = parse_when(turn.timestamp)
-    return render_when(when) if when else None
 
 
 def episode_ops(chunk: Sequence[Turn], context: Sequence[Turn]) -> list[Op]:
