@@ -61,6 +61,10 @@ class PolicyManifest(BaseModel):
     training_data_hash: str | None = None
     eval_metrics: dict[str, float] = Field(default_factory=dict)
     config: dict[str, Any] = Field(default_factory=dict)
+    serve_answer_k: int | None = Field(
+        None, ge=1, le=200, description="The memories per question an answerer version serves at when that was measured apart from "
+        "its training k (end to end, and its gate run again there); None: the k it was trained at.",
+    )
     promote: bool = Field(False, description="A watching client may switch to it without being asked.")
     prompt: str | None = Field(
         None,
@@ -73,10 +77,10 @@ class PolicyManifest(BaseModel):
 
     @property
     def answer_k(self) -> int | None:
-        """The memories per question an answerer version was trained and gated at (its
-        training config's ``answer_k``), which it is served at unless the app sets
-        ``answer_k``; None: not an answerer, or not recorded."""
-        k = self.config.get("answer_k") if self.role == "answerer" else None
+        """The memories per question an answerer version is served at unless the app sets
+        ``answer_k``: ``serve_answer_k`` where measured, else the k it was trained and gated
+        at (its training config's ``answer_k``); None: not an answerer, or not recorded."""
+        k = (self.serve_answer_k or self.config.get("answer_k")) if self.role == "answerer" else None
         return k if isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= 200 else None
 
 

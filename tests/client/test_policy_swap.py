@@ -81,11 +81,11 @@ def async_twin(cls: type[AdapterBackend]) -> type:
     return Async
 
 
-def publish(root: Path, role: str, version: str, *, promote: bool = False, prompt: str | None = None, config: dict | None = None) -> None:
+def publish(root: Path, role: str, version: str, *, promote: bool = False, prompt: str | None = None, config: dict | None = None, serve_answer_k: int | None = None) -> None:
     adapter = root.parent / f"adapter-{role}-{version}"
     adapter.mkdir(parents=True, exist_ok=True)
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 8}))
-    manifest = PolicyManifest(role=role, version=version, base_model="smollm2", promote=promote, prompt=prompt, config=config or {})
+    manifest = PolicyManifest(role=role, version=version, base_model="smollm2", promote=promote, prompt=prompt, config=config or {}, serve_answer_k=serve_answer_k)
     PolicyRegistry(root).publish(adapter, manifest)
 
 
@@ -190,7 +190,7 @@ def test_a_version_is_served_with_the_prompt_its_manifest_names(make_client, tmp
     assert ingest_prompts() == [("extractor/v2", None), ("manager/v3", None)]
 
 
-def test_an_answerer_version_is_shown_the_memories_it_was_trained_on_unless_the_app_set_answer_k(make_client, tmp_path) -> None:
+def test_an_answerer_version_is_shown_the_memories_it_was_trained_or_measured_on_unless_the_app_set_answer_k(make_client, tmp_path) -> None:
     backend = AdapterBackend()
     ckpt = tmp_path / "ckpt"
     client = make_client(backend=backend, checkpoint_dir=ckpt)
@@ -199,6 +199,7 @@ def test_an_answerer_version_is_shown_the_memories_it_was_trained_on_unless_the_
     publish(ckpt, "answerer", "k4", config={"answer_k": 4})
     publish(ckpt, "answerer", "unrecorded")  # a manifest without one: the client's answer_k
     publish(ckpt, "manager", "k3", config={"answer_k": 3})  # only an answerer's k counts
+    publish(ckpt, "answerer", "k4-served-at-5", config={"answer_k": 4}, serve_answer_k=5)  # measured apart from its training k
 
     def shown() -> tuple[int, int]:
         return client.answer("support group?", scope=CAROLINE).retrieved, len(client.retrieve("support group?", scope=CAROLINE))
@@ -211,6 +212,9 @@ def test_an_answerer_version_is_shown_the_memories_it_was_trained_on_unless_the_
     assert shown() == (12, 12)
     client.rollback("answerer")
     assert shown() == (4, 4)
+    client.use_policy("answerer", "k4-served-at-5")
+    assert shown() == (5, 5)
+    client.rollback("answerer")
     client.close()
     again = make_client(backend=backend, checkpoint_dir=ckpt)  # restarted on k4: its k with it
     assert again.policies["answerer"].version == "k4" and len(again.retrieve("support group?", scope=CAROLINE)) == 4
