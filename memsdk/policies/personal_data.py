@@ -250,7 +250,10 @@ _TOPICS_SOURCE: tuple[tuple[str, str], ...] = (
      "diagnos, disease, illness, medical, medicat, medicine, prescri, therap, treatment, symptom, doctor, gp, physician, hospital, clinic, surger, surgeon, "
      "chronic, disorder, syndrome, medical condition, health condition, heart condition, cancer, tumor, tumour, chemo, radiotherap, biopsy, mri, diabet, "
      "insulin, depression, depressed, antidepress, anxiety, panic attack, adhd, autis, asthma, bipolar, ocd, ptsd, schizo, anorexi, bulimi, epilep, "
-     "migraine, arthritis, dementia, alzheimer, parkinson, hiv, psychiatr, mental health, rehab, addict, allerg, blood pressure, cholesterol, sick leave"),
+     "migraine, arthritis, dementia, alzheimer, parkinson, hiv, psychiatr, mental health, rehab, addict, allerg, blood pressure, cholesterol, sick leave, "
+     "vertigo, eczema, psoriasis, anemi, anaemi, apnea, apnoea, insomnia, hay fever, lupus, celiac, coeliac, crohn, colitis, ibs, gout, thyroid, "
+     "hypertension, scoliosis, fibromyalgia, tinnitus, glaucoma, cataract, hepatitis, tuberculosis, pneumonia, bronchitis, sclerosis, endometriosis, "
+     "pcos, concussion, physiotherap, chronic pain, injur"),
     (r"money|salar(?:y|ies)|income|debts?|financ\w*|wages?|pay|earnings|savings|loans?|mortgage|net worth|bankruptcy",
      "salar, income, debt, loan, mortgage, overdraft, bankrupt, paycheck, paycheque, payslip, pay rise, pay cut, wage, earnings, i earn, savings, "
      "net worth, credit score, taxes, tax return, pension, inheritance, financ"),

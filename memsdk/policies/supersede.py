@@ -71,6 +71,12 @@ _FORGET = [
     # only a request that names what was said or remembered counts
     re.compile(_OPENER + r"(?:delete|erase|remove)\s+(?:what i (?:said|told you)|(?:the |your )?(?:memory|memories|note|record)s?)\s+(?:about|of|that|saying)\s+" + _ABOUT, re.I),
     re.compile(_WISH + r"(?:don'?t|do not|not|never|didn'?t|did not|stop|no longer)\s+" + _KEEP + r"\s+(?:(?:anything|any of|any)\s+(?:about\s+|of\s+|on\s+)?)?" + _ABOUT, re.I),
+    # "I don't want my phone number kept on record": the same wish, its object before the
+    # participle, which ends the clause or says where ("kept warm" is not about memory)
+    re.compile(
+        r"\bi (?:don'?t|do not|no longer) want\s+(?P<about>[^.!?\n]{3,200}?)\s+(?:(?:kept|stored|saved|remembered|recorded|retained)"
+        r"(?:\s+(?:on (?:record|file)|anywhere|in (?:your |the )?memory|here))?|on (?:record|file))\s*(?:[.!?,;]|$)", re.I,
+    ),
 ]
 #: "delete my phone number" names memory only when its object is a kind of personal data or
 #: a sensitive topic (`Forget.kinds`, `Forget.topic`): "remove my jacket" is not a request

@@ -31,6 +31,8 @@ def record(text: str, tier: Tier = Tier.SEMANTIC, version: int = 1) -> MemoryRec
         ("Actually, not Paris but Lyon.", Correction(wrong="Paris", right="Lyon")),
         ("Oops, 2019 not 2018.", Correction(wrong="2018", right="2019")),
         ("Quick correction from last time: my sister's name is Hanna, not Anna.", Correction(wrong="Anna", right="Hanna")),
+        ("I don't want my relationship kept on record, please drop it.", Forget("my relationship")),  # the object before the participle
+        ("I do not want my diagnosis stored anywhere", Forget("my diagnosis")),
     ],
 )
 def test_classifier_catches_explicit_forgets_and_corrections(text: str, expected: object) -> None:
@@ -49,6 +51,8 @@ def test_classifier_catches_explicit_forgets_and_corrections(text: str, expected
         "My favourite colour is green, not blue.",  # no correction cue: a statement
         "That Boston thing is history now.",  # indirect: documented as missed
         "I went to the support group yesterday.",
+        "I don't want my coffee kept warm.",  # kept, but not in memory
+        "I don't want the kids kept up late tonight.",
     ],
 )
 def test_classifier_ignores_ordinary_and_hostile_text(text: str) -> None:
@@ -195,6 +199,7 @@ def test_my_previous_email_spares_the_newest_statement_when_nothing_is_supersede
 def test_wishes_about_what_is_kept_name_a_topic(text: str) -> None:
     intent = classify(text)
     assert isinstance(intent, Forget) and states_topic(intent.topic, "My brother has been managing type 2 diabetes for a while.")
+    assert states_topic(intent.topic, "I've been managing vertigo for a while.") and not states_topic(intent.topic, "We had a great time at the beach")
 
 
 @pytest.mark.parametrize(
