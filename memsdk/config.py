@@ -59,8 +59,8 @@ class ClientConfig(BaseModel):
         60,
         ge=1,
         le=200,
-        description="Memories shown to the answerer, split evenly across scopes. Not set: the k the serving answerer version "
-        "was trained at when its manifest records one (the packaged SmolLM2 adapter: 30), else 60.",
+        description="Memories shown to the answerer, split evenly across scopes. Not set: the k the serving answerer version's "
+        "manifest serves it at (measured, else its training k; the packaged SmolLM2 adapter: 20), else 60.",
     )
     max_turn_chars: int = Field(20_000, ge=1, description="Longer turns are rejected; the extractor sees the first 1,500.")
     context_turns: int = Field(2, ge=0, le=20)

@@ -467,9 +467,9 @@ class BaseClient(Generic[B]):
 
     def _answer_k(self, trained: int | None) -> int:
         """Memories an answer is shown: the app's ``answer_k`` when it set one, else the k the
-        answerer version was trained at (``trained``, from its manifest), else the default.
-        The packaged adapter was trained at 30 and scores F1 .305 there on LoCoMo val against
-        .227 at 60 (README)."""
+        answerer version's manifest serves it at (``trained``: `PolicyManifest.answer_k`), else
+        the default. The packaged adapter, trained at 30, scores F1 .337 at 20 end to end on
+        LoCoMo val, .293 at 30 and .227 at 60 (README)."""
         if "answer_k" in self.config.model_fields_set or trained is None:
             return self.config.answer_k
         return trained
