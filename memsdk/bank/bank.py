@@ -330,15 +330,15 @@ class MemoryBank:
         """``records`` as store points, indexed the way every search expects. BM25 reads the
         record's `index_text` (rendered without resolved dates, after its context's words, if
         it has one in ``contexts``). The dense vector is the embedding of the record as
-        rendered (`dense_vectors`). A record whose id is in ``vectors`` keeps that vector
+        rendered (`_dense_vectors`). A record whose id is in ``vectors`` keeps that vector
         instead of being embedded again."""
         vectors, contexts = dict(vectors or {}), contexts or {}
         fresh = [r for r in records if str(r.id) not in vectors]
-        vectors |= {str(r.id): v for r, v in zip(fresh, self.dense_vectors(fresh, contexts))}
+        vectors |= {str(r.id): v for r, v in zip(fresh, self._dense_vectors(fresh, contexts))}
         # BM25 costs microseconds, so every written record gets its sparse vector afresh
         return [codec.record_point(r, vectors[str(r.id)], self.bm25.document(r.index_text(c.words if (c := contexts.get(r.id)) else None))) for r in records]
 
-    def dense_vectors(self, records: Sequence[MemoryRecord], contexts: dict[uuid.UUID, Context] | None = None) -> np.ndarray:
+    def _dense_vectors(self, records: Sequence[MemoryRecord], contexts: dict[uuid.UUID, Context] | None = None) -> np.ndarray:
         """The dense vectors of ``records``: the embedding of each as rendered (without resolved
         dates), and for one with a context, unit(own + `CONTEXT_WEIGHT` x the context's turn as
         it is shown). One embedder call for all of them; texts repeat, so a cached embedder
