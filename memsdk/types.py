@@ -329,8 +329,8 @@ class MemoryRecord(BaseModel):
 
     ``context_hash`` is the content hash of what the record was indexed after (`Op.context`:
     the text of an episodic turn's previous turn, which may belong to another scope of the conversation).
-    The context's text is embedded and BM25-encoded with the record when it is added and
-    never stored, so no scope holds another's words; the hash lets an erase of the scope that
+    The context is indexed with the record when it is added (its words BM25-encoded with the
+    record's, its turn's vector mixed into the record's) and never stored, so no scope holds another's words; the hash lets an erase of the scope that
     said it find the records it shaped (`MemoryBank.delete_all`).
     """
 
@@ -385,8 +385,9 @@ class MemoryRecord(BaseModel):
         return f"{turn_header(self.speaker, str(when) if when else None)}: {text}{until}"
 
     def index_text(self, context: str | None = None) -> str:
-        """What the bank embeds and BM25-encodes: the record as rendered without resolved
-        dates (the added dates cost retrieval), after ``context`` when it was added with one."""
+        """What the bank BM25-encodes: the record as rendered without resolved dates (the
+        added dates cost retrieval), after ``context`` when it was added with one. The dense
+        vector is of the record as rendered, mixed with its context's (`MemoryBank._dense_vectors`)."""
         shown = self.render(resolve_dates=False)
         return f"{context}\n{shown}" if context else shown
 
