@@ -22,6 +22,18 @@ def test_every_exported_name_exists_and_is_listed() -> None:
     assert public <= set(memsdk.__all__), public - set(memsdk.__all__)
 
 
+def test_every_public_method_of_both_clients_is_documented_and_the_twins_alike() -> None:
+    from memsdk import AsyncMemoryClient, MemoryClient
+
+    for cls in (MemoryClient, AsyncMemoryClient):
+        bare = [n for n in dir(cls) if not n.startswith("_") and not (getattr(cls, n).__doc__ or "").strip()]
+        assert bare == [], (cls.__name__, bare)
+    # the async twin says what the sync one says, unless it documents something of its own
+    own = {"aclose", "start"}
+    for name in {n for n in dir(AsyncMemoryClient) if not n.startswith("_") and callable(getattr(AsyncMemoryClient, n))} - own:
+        assert AsyncMemoryClient.__dict__.get(name, getattr(AsyncMemoryClient, name)).__doc__ == getattr(MemoryClient, name).__doc__, name
+
+
 def test_import_memsdk_stays_light() -> None:
     code = f"import sys, memsdk; print([m for m in {HEAVY!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()

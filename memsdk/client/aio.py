@@ -34,6 +34,20 @@ __all__ = ["AsyncMemoryClient"]
 log = logging.getLogger("memsdk.client")
 
 
+def _documented_as_twin(cls: type[AsyncMemoryClient]) -> type[AsyncMemoryClient]:
+    """Give each public async method its sync twin's docstring when it has none of its own:
+    the two clients have the same methods, arguments and errors, so one text documents both
+    (``help()`` and the API reference read it) and the two cannot drift apart."""
+    from memsdk.client.sync import MemoryClient
+
+    for name, member in vars(cls).items():
+        twin = getattr(MemoryClient, name, None)
+        if not name.startswith("_") and callable(member) and not member.__doc__ and twin is not None:
+            member.__doc__ = twin.__doc__
+    return cls
+
+
+@_documented_as_twin
 class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
     """The async twin of `MemoryClient`. Create it, then ``await client.start()`` (or use
     ``async with``) so saved policy versions are loaded before the first call."""
@@ -55,6 +69,8 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         return AsyncTransformersBackend(TransformersBackend(**in_process_model(endpoint.model, self.config.model), num_threads=1))
 
     async def start(self) -> AsyncMemoryClient:
+        """Load the policy versions this data dir was serving (and the packaged defaults), so
+        the first call runs on them; returns the client. ``async with`` calls it."""
         for role, version in self._policies.start_versions().items():
             try:
                 switch = self._policies.plan(role, version)
@@ -267,6 +283,8 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def aclose(self) -> None:
+        """`MemoryClient.close`, awaited: stop watching for promotions and release what the
+        client made. Idempotent; any call after it raises `ClientClosed`."""
         if self._closed:
             return
         self._closed = True

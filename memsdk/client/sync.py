@@ -152,10 +152,17 @@ class MemoryClient(BaseClient[LoRABackend]):
         return self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active().answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
 
     def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
+        """One live memory of ``scope``. `MemoryNotFound` when it does not exist, is deleted,
+        or belongs to another scope (the same error: an id never confirms another scope's
+        memory); `InvalidInput` for a malformed id or scope."""
         self._check_open()
         return self.bank.get(scope, memory_id)
 
     def list(self, *, scope: ScopeLike, include_deleted: bool = False, limit: int | None = None, offset: int = 0, tier: Tier | str | None = None) -> list[MemoryRecord]:
+        """The memories of ``scope``, oldest first: every tier, or ``tier``'s; soft-deleted
+        ones too with ``include_deleted``; a page with ``offset`` / ``limit``. Superseded
+        memories are listed (``record.current`` says which are true now). `InvalidInput` for a
+        negative offset or limit, or an unknown tier."""
         self._check_open()
         return self.bank.list(scope, include_deleted=include_deleted, limit=limit, offset=offset, tier=tier)
 
@@ -166,6 +173,9 @@ class MemoryClient(BaseClient[LoRABackend]):
         return self._add(text, scope, metadata, tier)
 
     def update(self, memory_id: uuid.UUID | str, text: str, *, scope: ScopeLike) -> MemoryRecord:
+        """Rewrite a memory's text (a new version, with an UPDATE event); the same text again
+        changes nothing and returns the record as it stands. `MemoryNotFound` as `get`;
+        `InvalidInput` for empty or oversized text, or an episodic turn (kept verbatim)."""
         self._check_open()
         return self._update(memory_id, text, scope)
 
@@ -175,10 +185,16 @@ class MemoryClient(BaseClient[LoRABackend]):
         return self._delete(memory_id, scope)
 
     def restore(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
+        """Undo a soft delete, else a supersession: the memory is current again, at a new
+        version, with a RESTORE event. `MemoryNotFound` when the scope has no such memory
+        (erased ones are gone for good)."""
         self._check_open()
         return self.bank.restore(scope, memory_id)
 
     def history(self, memory_id: uuid.UUID | str | None = None, *, scope: ScopeLike) -> builtins.list[HistoryEvent]:  # `list` is the method above
+        """The audit history of ``scope``, or of one memory in it, in the order it happened:
+        what changed, from what text to what, by which actor and policy version.
+        `MemoryNotFound` for a memory id with no history in the scope."""
         self._check_open()
         return self._history(scope, memory_id)
 
@@ -188,6 +204,8 @@ class MemoryClient(BaseClient[LoRABackend]):
         return self._erase(scope)
 
     def export(self, dest: str | os.PathLike[str] | IO[str], *, scope: ScopeLike) -> int:
+        """Write ``scope``'s memories and history as JSON lines to a path or a text stream;
+        returns the record count. `import_` reads it back."""
         self._check_open()
         return self._export(scope, dest)
 
@@ -209,6 +227,10 @@ class MemoryClient(BaseClient[LoRABackend]):
         return self._read_result(plan, reader, transition, started, timings)
 
     def import_(self, src: str | os.PathLike[str] | IO[str], *, scope: ScopeLike | None = None) -> int:
+        """Load an `export` into ``scope`` (default: the scope it came from); returns the record
+        count. All or nothing: `InvalidInput` when the file does not parse or its history does
+        not explain its records; `ImportConflict` when its ids exist already (into its own
+        scope ids are kept; into another, every id is renewed)."""
         self._check_open()
         return self._import(src, scope)
 
@@ -306,6 +328,9 @@ class MemoryClient(BaseClient[LoRABackend]):
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Stop watching for promotions and release the store and the backends the client
+        made (what was injected stays its owner's). Idempotent; any call after it raises
+        `ClientClosed`."""
         if self._closed:
             return
         self._closed = True
