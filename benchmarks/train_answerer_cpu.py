@@ -1,15 +1,17 @@
 """The answerer trained for real: SmolLM2-135M on CPU, LoCoMo conv-26 -> gate on conv-30 ->
 publish -> hot-swap into a running client.
 
-    python benchmarks/train_answerer_cpu.py [--config training/configs/answerer_grpo_cpu.yaml] [--steps N] [--out DIR] [--package VERSION]
+    python benchmarks/train_answerer_cpu.py [--config training/configs/answerer_grpo_cpu.yaml] [--steps N] [--out DIR] [--package VERSION] [--against base|packaged]
 
 1. train: the answerer recipe (`memsdk_training.recipes.answerer`) on conv-26's questions, each
    with the memories the answer path shows after a heuristic ingest (`answer_cases`): a warm
    start on the golds, then GRPO on token F1; the best of its validation checkpoints (a part of
    conv-30) is published, not promoted;
-2. gate: a client serving base SmolLM2 in-process runs ``promote("answerer", version,
-   on="locomo-val")``: all of conv-30's questions through the candidate and the incumbent,
-   paired; on a pass the running client serves the new adapter from its next answer;
+2. gate: a client serving base SmolLM2 (``--against packaged``: the adapter the package ships)
+   in-process runs ``promote("answerer", version, on=states)``: all of conv-30's questions
+   (and the management benchmark's val questions when the config trains on its train split),
+   over the bank the config's states are built with, through the candidate and the
+   incumbent, paired; on a pass the running client serves the new adapter from its next answer;
 3. report: val F1 / BLEU-1 / EM of both (the gate's states), steps, wall time, peak RSS, the
    curves (``OUT/curves.png``) and ``OUT/report.json``;
 4. ``--package VERSION``, on a pass: the gated adapter, cast to fp16 (`half_precision`: half
@@ -30,7 +32,10 @@ from memsdk import MemoryClient
 from memsdk.errors import GateFailed
 from memsdk.registry import PACKAGED_DIR, GateDecision, PolicyRegistry
 from memsdk_training.recipes import AnswererGRPOConfig, PublishSettings, load_config, read_metrics
+from memsdk.eval.manage.cases import manage_answer_cases
+from memsdk.eval.replay import AnswerCase, locomo_answer_cases
 from memsdk_training.recipes.answerer import AnswererRecipe
+from memsdk_training.recipes.manager import make_embedder
 
 VERSION = "locomo-grpo"
 
@@ -65,12 +70,23 @@ def half_precision(weights: Path) -> float:
     return max((float((t.float() - half[n].float()).abs().max()) for n, t in tensors.items()), default=0.0)
 
 
+def gate_states(config: AnswererGRPOConfig) -> list[AnswerCase]:
+    """All of conv-30's questions, then the management benchmark's val questions when the
+    config trains on its train split, each over the bank the config's states are built with."""
+    embedder = make_embedder(config.embedder)
+    states = locomo_answer_cases(embedder, split="val", k=config.answer_k, manager=config.manager)
+    if config.manage_val_scenarios:
+        states += manage_answer_cases("val", embedder, k=config.answer_k, manager=config.manager)
+    return states
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", default="training/configs/answerer_grpo_cpu.yaml")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps (default: the config's)")
     parser.add_argument("--out", default=None, help="default: the config's output_dir")
     parser.add_argument("--package", metavar="VERSION", help="on a pass, ship the adapter inside memsdk as VERSION")
+    parser.add_argument("--against", choices=("base", "packaged"), default="base", help="the gate's incumbent: base SmolLM2, or the adapter the package ships")
     args = parser.parse_args()
     out = Path(args.out or load_config(args.config, AnswererGRPOConfig).output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -87,10 +103,11 @@ def main() -> None:
     recipe.cleanup()
 
     started = time.perf_counter()
-    # against base SmolLM2, not the adapter the package ships (which an earlier run of this trained)
-    with MemoryClient(data_dir=data_dir, answer_k=config.answer_k, log_interactions=False, packaged_adapters=False) as client:
+    states = gate_states(config)
+    # against base SmolLM2, or the adapter the package ships (the version a default client serves)
+    with MemoryClient(data_dir=data_dir, answer_k=config.answer_k, log_interactions=False, packaged_adapters=args.against == "packaged") as client:
         try:
-            decision = client.promote("answerer", VERSION, on="locomo-val")
+            decision = client.promote("answerer", VERSION, on=states)
             assert decision is not None
         except GateFailed as failed:
             decision = failed.decision
@@ -98,14 +115,14 @@ def main() -> None:
     gate_wall = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-    sides = {"base SmolLM2": decision.incumbent, "trained": decision.candidate}
+    sides = {"base SmolLM2" if args.against == "base" else "packaged": decision.incumbent, "trained": decision.candidate}
     print(f"\nanswerer: warm start {len(warm)} SFT steps x {config.warm_start_batch_size}, then {len(rows)} GRPO steps of {config.prompts_per_step} x {config.group_size}, {config.answer_k} memories, CPU x{config.num_threads}")
     if warm:
         print(f"warm start on {warm[0]['examples']} golds: {sum(r['seconds'] for r in warm):.0f} s, loss {warm[0]['loss']:.3f} -> {warm[-1]['loss']:.3f}")
     if rows:
         print(f"GRPO: {sum(r['seconds'] for r in rows) / len(rows):.0f} s/step, train reward first {rows[0]['reward_mean']:.3f} last {rows[-1]['reward_mean']:.3f}, zero-variance groups {sum(r['zero_variance_fraction'] for r in rows) / len(rows):.2f}")
     print(f"training wall {train_wall:.0f} s, gate wall {gate_wall:.0f} s, peak RSS {peak_mb:.0f} MB; best validation checkpoint at step {recipe.best and recipe.best['step']}")
-    print(f"\n| conv-30 val ({decision.paired.n} questions, {config.answer_k} memories) | F1 | BLEU-1 | EM | parse failures | p50 s |\n|---|---|---|---|---|---|")
+    print(f"\n| gate states ({decision.paired.n} questions, {config.answer_k} memories) | F1 | BLEU-1 | EM | parse failures | p50 s |\n|---|---|---|---|---|---|")
     for name, side in sides.items():
         print(f"| {name} ({side.version}) | {side.mean:.3f} | {side.metrics.get('bleu1', 0):.3f} | {side.metrics.get('em', 0):.3f} | {side.guards.get('parse_failure_rate', 0):.3f} | {side.latency_p50_s:.1f} |")
     print(f"\n{decision.summary()}\nserving now: {serving}")

@@ -33,6 +33,7 @@ from memsdk.config import ClientConfig
 from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
 from memsdk.errors import ClientClosed, GateFailed, InvalidInput, PolicyError
 from memsdk.llm.config import CircuitBreaker, Limits
+from memsdk.policies.pair_manager import PairManager
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, ROLES, PolicyRegistry
 from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, Actor, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, shown_turn, utcnow
@@ -232,8 +233,10 @@ class BaseClient(Generic[B]):
         if role == "manager":
             raise InvalidInput("on", f"the manager's gate replays the app's own traffic: 'log' or a list of ManagerCase, got {str(on)!r}")
         if str(on) == "locomo-val":
-            # both sides are shown what the candidate would be shown once it serves
-            return locomo_answer_cases(self._embedder, split="val", k=k or self._answer_k(self._policies.plan(role, version).answer_k))
+            # both sides are shown what the candidate would be shown once it serves: its k, and
+            # the superseded facts this client's pair manager would retire (marked), if it runs one
+            manager = "pairs" if isinstance(self._policies.active().manager, PairManager) else "heuristic"
+            return locomo_answer_cases(self._embedder, split="val", k=k or self._answer_k(self._policies.plan(role, version).answer_k), manager=manager)
         if not isinstance(on, (str, os.PathLike)) or not Path(on).is_file():
             raise InvalidInput("on", f"expected 'locomo-val', 'log', a JSONL file of states or a list of AnswerCase, got {str(on)!r}")
         return load_answer_cases(on)

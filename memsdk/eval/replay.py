@@ -77,18 +77,21 @@ class AnswerCase:
     evidence: frozenset[str] = frozenset()
 
 
-def answer_cases(key: str, turns: Sequence[Turn], questions: Sequence[Any], embedder: Embedder, *, k: int) -> list[AnswerCase]:
-    """The turns ingested in order through a heuristic client (no LLM; tiers and hybrid
-    retrieval on; one scope per speaker, sharing ``key`` as their run), then each question
-    (``.question``, ``.answer``, optionally ``.evidence``) with the ``k`` memories the answer
-    path shows for it. The answerer's trainer and the gate's ``locomo-val`` build their states
-    with it: a policy learns on, and is judged on, what it will be shown."""
+def answer_cases(key: str, turns: Sequence[Turn], questions: Sequence[Any], embedder: Embedder, *, k: int, manager: str = "heuristic") -> list[AnswerCase]:
+    """The turns ingested in order through a client without an LLM (the heuristic extractor,
+    ``manager``: "heuristic" or a trained policy without an LLM such as "pairs", whose
+    supersessions the answerer then sees marked; tiers and hybrid retrieval on; one scope per
+    speaker, sharing ``key`` as their run), then each question (``.question``, ``.answer``,
+    optionally ``.evidence``) with the ``k`` memories the answer path shows for it. The
+    answerer's trainer and the gate's ``locomo-val`` build their states with it: a policy
+    learns on, and is judged on, what it will be shown."""
     from memsdk.client import MemoryClient  # the client imports this module for its gate
 
     scopes = {t.speaker: Scope(user_id=t.speaker, run_id=key) for t in turns}
     cases = []
+    roles = {"extractor": "heuristic", "manager": manager, "answerer": "heuristic"}
     with tempfile.TemporaryDirectory(prefix="memsdk-cases-") as tmp, MemoryClient(
-        data_dir=tmp, embedder=embedder, policies="heuristic", answer_k=k, log_interactions=False
+        data_dir=tmp, embedder=embedder, policies=roles, answer_k=k, log_interactions=False
     ) as client:  # fmt: skip
         for turn in turns:
             client.ingest(turn, scope=scopes[turn.speaker])
@@ -98,9 +101,9 @@ def answer_cases(key: str, turns: Sequence[Turn], questions: Sequence[Any], embe
     return cases
 
 
-def locomo_answer_cases(embedder: Embedder, *, split: str = "val", k: int = 60) -> list[AnswerCase]:
+def locomo_answer_cases(embedder: Embedder, *, split: str = "val", k: int = 60, manager: str = "heuristic") -> list[AnswerCase]:
     """The split's questions over its conversations' day-stamped turns (as the trainer sees them)."""
-    return [c for conv in load_locomo() if conv.split == split for c in answer_cases(conv.sample_id, conv.day_stamped_turns(), conv.questions(), embedder, k=k)]
+    return [c for conv in load_locomo() if conv.split == split for c in answer_cases(conv.sample_id, conv.day_stamped_turns(), conv.questions(), embedder, k=k, manager=manager)]
 
 
 def judged_gold(answer: Trajectory) -> str | None:

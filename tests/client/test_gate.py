@@ -186,7 +186,8 @@ def test_locomo_val_states_show_the_candidate_the_memories_it_would_serve_with(m
 
     asked: list[int] = []
 
-    def cases(embedder, *, split: str, k: int) -> list:
+    def cases(embedder, *, split: str, k: int, manager: str) -> list:
+        assert manager == "heuristic"  # the bank this client's own manager would leave
         asked.append(k)
         return replay.load_answer_cases(states(tmp_path / "states.jsonl", "answerer-k4", n=3))
 

@@ -180,3 +180,18 @@ def test_the_cli_runs_the_demo_and_exports_pairs(tmp_path: Path, capsys: pytest.
     assert "## Memory management demo: heuristic" in out and "forget honoured (every tier)" in out
     report = json.loads((tmp_path / "demo" / "report.json").read_text())
     assert len(report["scenarios"]) == 1 and report["summary"]["false_deletions"] >= 0
+
+
+def test_the_questions_become_answerer_states_over_what_the_answer_path_shows(minilm) -> None:
+    from memsdk.eval.manage.cases import manage_answer_cases
+
+    chosen = generate("val", 3)
+    for manager in ("heuristic", "pairs"):
+        cases = manage_answer_cases("val", minilm, k=4, n=3, manager=manager)
+        assert [(c.question, c.gold) for c in cases] == [(q.text, q.gold) for sc in chosen for q in sc.questions]
+        assert len({c.key for c in cases}) == len(cases) and all(c.key.startswith(tuple(sc.id for sc in chosen)) for c in cases)
+        assert all(0 < len(c.memories) <= 4 for c in cases)
+        for sc in chosen:
+            for c in (c for c in cases if c.key.startswith(f"{sc.id}/")):
+                # the teacher cites the turns that state the gold's value
+                assert c.evidence and all(any(t.turn_id == e for t in sc.turns) for e in c.evidence)

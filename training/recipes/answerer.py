@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import cast
 
 from memsdk.embedding import Embedder
+from memsdk.eval.manage.cases import manage_answer_cases
 from memsdk.eval.replay import AnswerCase, answer_cases
 from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.policies import UNKNOWN, LLMAnswerer, PolicyConfig
@@ -42,12 +43,12 @@ __all__ = ["AnswerState", "answer_states", "AnswererGroups", "AnswererRecipe"]
 AnswerState = AnswerCase
 
 
-def answer_states(embedder: Embedder, sample_ids: Sequence[str], *, k: int) -> Iterator[AnswerState]:
-    """Per conversation: its turns ingested by the heuristic client, then each scored question
-    with the k memories the answer path shows (`memsdk.eval.replay.answer_cases`)."""
+def answer_states(embedder: Embedder, sample_ids: Sequence[str], *, k: int, manager: str = "heuristic") -> Iterator[AnswerState]:
+    """Per conversation: its turns ingested by a client without an LLM, then each scored
+    question with the k memories the answer path shows (`memsdk.eval.replay.answer_cases`)."""
     for sample_id in sample_ids:
         conv = conversation(sample_id)
-        yield from answer_cases(sample_id, [t for _, turns in locomo_sessions(conv) for t in turns], locomo_qa(conv), embedder, k=k)
+        yield from answer_cases(sample_id, [t for _, turns in locomo_sessions(conv) for t in turns], locomo_qa(conv), embedder, k=k, manager=manager)
 
 
 class AnswererGroups:
@@ -103,8 +104,14 @@ class AnswererRecipe(Recipe[AnswerState]):
         return RecipeData(AnswererGroups(answerer, policy, cfg.metric), train, val)
 
     def states(self, embedder: Embedder) -> tuple[list[AnswerState], list[AnswerState]]:
-        """Train and validation states: LoCoMo questions over their conversations' turns."""
+        """Train and validation states: LoCoMo questions over their conversations' turns, then
+        the management benchmark's questions over its scenarios (`manage_answer_cases`), each
+        source cut to ``max_*_questions``."""
         cfg = self.config
-        train = list(itertools.islice(answer_states(embedder, cfg.train_ids, k=cfg.answer_k), cfg.max_train_questions))
-        val = list(itertools.islice(answer_states(embedder, cfg.val_ids, k=cfg.answer_k), cfg.max_val_questions))
+        train = list(itertools.islice(answer_states(embedder, cfg.train_ids, k=cfg.answer_k, manager=cfg.manager), cfg.max_train_questions))
+        val = list(itertools.islice(answer_states(embedder, cfg.val_ids, k=cfg.answer_k, manager=cfg.manager), cfg.max_val_questions))
+        if cfg.manage_train_scenarios:
+            train += manage_answer_cases("train", embedder, k=cfg.answer_k, n=cfg.manage_train_scenarios, manager=cfg.manager)[: cfg.max_train_questions]
+        if cfg.manage_val_scenarios:
+            val += manage_answer_cases("val", embedder, k=cfg.answer_k, n=cfg.manage_val_scenarios, manager=cfg.manager)[: cfg.max_val_questions]
         return train, val

@@ -174,6 +174,9 @@ class AnswererGRPOConfig(RecipeConfig):
     max_train_questions: int | None = 64
     max_val_questions: int | None = 16
     max_tokens: int = 48
+    manager: Literal["heuristic", "pairs"] = Field("heuristic", description="The manager (no LLM) the states' banks are built with; 'pairs': the default's, whose retired facts the answerer sees marked.")
+    manage_train_scenarios: int = Field(0, ge=0, description="Management benchmark train scenarios whose current- and previous-state questions join the training states.")
+    manage_val_scenarios: int = Field(0, ge=0, description="Management benchmark val scenarios whose questions join validation (at most max_val_questions of them).")
 
 
 class LogoGRPOConfig(RecipeConfig):
