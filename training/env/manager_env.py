@@ -5,6 +5,8 @@
     M_new   = T(M_old, ops)                     T = MemoryBank.apply on a fork of the snapshot
     R^mem   = (1/|Q|) sum_j metric(answerer(q_j, top_k(M_new, q_j)), a*_j)   metric = EM (paper) or F1
             + w_fmt * 1[o parses and the guard and the bank accept all its ops]  w_fmt = 0 in the paper
+            (a state with a gold state, ``expect``: S(M_new), the share of it that holds,
+            in place of the QA term; `rewards.validity`)
 
 The output is parsed exactly as the runtime parses it (`memsdk.policies.parsing.parse` with
 its one repair, then the manager's `to_ops` guard with the same aliases the prompt showed),
@@ -33,6 +35,7 @@ from memsdk.policies.base import Request
 from memsdk.types import Actor, Op, Scope, ScoredMemory
 
 from ..rewards.memory_r1 import manager_reward
+from ..rewards.validity import validity_score
 from .answering import Metric, QAOutcome, answer_questions, mean_score, sample_qa
 from .state import MemoryState
 
@@ -174,8 +177,9 @@ class ManagerEnv:
         transition, apply_error = apply_ops(bank, state.scope, ops, self.actor)
         answers = answer_questions(bank, state.scope, state.qa, self.answerer, top_k=self.config.answer_k, metric=self.config.metric)
         valid = parse_error is None and not rejected and apply_error is None
+        score = validity_score(state.expect, bank.list(state.scope, include_deleted=True)) if state.expect else mean_score(answers)
         return StepResult(
-            reward=manager_reward(mean_score(answers), valid, self.config.format_reward),
+            reward=manager_reward(score, valid, self.config.format_reward),
             answers=answers,
             bank=bank.snapshot(state.scope),
             ops=tuple(ops) if transition is not None else (),

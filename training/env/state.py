@@ -1,8 +1,8 @@
 """The environment's state.
 
-A Memory-R1 state is q_mem = (x, M_old) plus the questions that judge what the manager does
-with it: the bank snapshot M_old of one scope, the new input x (a turn and the facts taken
-from it), and the QA items linked to x. States are frozen values: a group of rollouts shares
+A Memory-R1 state is q_mem = (x, M_old) plus what judges what the manager does with it: the
+bank snapshot M_old of one scope, the new input x (a turn and the facts taken from it), and
+the QA items linked to x, or a gold state (the management benchmark's `Expectation`s). States are frozen values: a group of rollouts shares
 one state and every rollout forks its own bank from the snapshot. Whether a snapshot is one
 the runtime could have built is the bank's own check, `BankSnapshot.violations`.
 """
@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from memsdk.bank import BankSnapshot
 from memsdk.types import Scope, Turn
+
+from ..rewards.validity import Expectation
 
 __all__ = ["QAItem", "MemoryState"]
 
@@ -48,6 +50,9 @@ class MemoryState:
     facts: tuple[str, ...]
     qa: tuple[QAItem, ...]
     turn: Turn | None = None
+    #: the gold state after x (the management benchmark's): when given, the reward is the share
+    #: that holds (`rewards.validity`) instead of the answerer's score
+    expect: tuple[Expectation, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.facts:

@@ -138,6 +138,12 @@ class ManagerGRPOConfig(RecipeConfig):
     max_train_states: int | None = 32
     max_val_states: int | None = 8
     max_tokens: int = 96
+    states: Literal["locomo", "manage"] = Field(
+        "locomo", description="LoCoMo's turns judged by the answerer, or the management benchmark's turns judged by its gold state "
+        "(`env.manage`: the reward is the share of the gold state that holds; the warm start teaches the gold ops).",
+    )
+    manage_scenarios: tuple[int, int] = Field((120, 40), description="Train and val scenarios of the management benchmark, when states='manage'.")
+    prompt_version: str | None = Field(None, description="The manager prompt trained and published with (None: the role's default; 'v4' lets an ADD name what it replaces).")
 
 
 class ManagerPPOConfig(ManagerGRPOConfig):

@@ -1,8 +1,10 @@
 """Memory-R1's manager trained with GRPO (or PPO with a value head), a frozen answer agent as the reward.
 
     state   (M_old, facts of turn x, questions whose evidence is x)       LoCoMo conv-26 / conv-30
+            or (M_old, facts of x, the gold state after x)                the management benchmark
     reply   the manager's JSON ops, sampled n times from pi_theta         `ManagerEnv.sample_group`
     reward  EM (or F1) of the frozen answerer over T(M_old, ops)          the runtime's own bank + parser
+            or the share of the gold state that holds (`rewards.validity`)
     learner GRPO over the group (`ManagerGRPOConfig`), or PPO with a value head
             (`ManagerPPOConfig`, Memory-R1's PPO variant)                 `recipes.learners`
 
@@ -36,6 +38,7 @@ from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.policies import Answerer, ExtractiveAnswerer, LLMAnswerer, LLMManager, PolicyConfig
 
 from ..env import EnvConfig, ManagerEnv, MemoryState, locomo_states
+from ..env.manage import gold_ops, manage_states
 from ..rewards import exact_match
 from .config import ManagerGRPOConfig
 from .loop import Recipe, RecipeData
@@ -117,23 +120,29 @@ class ManagerRecipe(Recipe[MemoryState]):
         return {self.role: self.data.sampler.env.manager.caller.prompt.id}
 
     def states(self, embedder: Embedder) -> tuple[list[MemoryState], list[MemoryState]]:
-        """Train and validation states: LoCoMo per-turn states (override for other sources, e.g. `log_states`)."""
+        """Train and validation states: LoCoMo per-turn states, or the management benchmark's
+        (``states: manage``); `log_states` for an app's own traffic."""
         cfg = self.config
-        train = list(itertools.islice(locomo_states(embedder, ids=cfg.train_ids), cfg.max_train_states))
-        val = list(itertools.islice(locomo_states(embedder, ids=cfg.val_ids), cfg.max_val_states))
-        return train, val
+        if cfg.states == "manage":
+            sources = (manage_states(embedder, "train", cfg.manage_scenarios[0]), manage_states(embedder, "val", cfg.manage_scenarios[1]))
+        else:
+            sources = (locomo_states(embedder, ids=cfg.train_ids), locomo_states(embedder, ids=cfg.val_ids))
+        return list(itertools.islice(sources[0], cfg.max_train_states)), list(itertools.islice(sources[1], cfg.max_val_states))
 
     def environment(self, policy: Policy, rollouts: RolloutEngine, embedder: Embedder) -> ManagerGroups:
         cfg = self.config
         # the runtime's manager on the training backend: unconstrained (log-probs are those of
         # free sampling) and never re-asked (a rollout is judged on what the policy wrote)
-        manager = LLMManager(rollouts.backend, PolicyConfig(model=rollouts.model, constrained=False, reask=False))
+        manager = LLMManager(rollouts.backend, PolicyConfig(model=rollouts.model, constrained=False, reask=False, prompt_version=cfg.prompt_version))
         answerer = frozen_answerer(cfg.answerer, rollouts)
         env = ManagerEnv(manager, answerer, embedder, EnvConfig(related_k=cfg.related_k, answer_k=cfg.answer_k, metric=cfg.metric, format_reward=cfg.format_reward))
         eval_env = ManagerEnv(manager, answerer, embedder, EnvConfig(related_k=cfg.related_k, answer_k=cfg.answer_k, metric="f1"))
         return ManagerGroups(env, eval_env, policy, cfg.qa_per_group)
 
     def warm_start_examples(self) -> list[TeacherExample]:
-        """The heuristic manager's replies to the training states that the environment accepts."""
+        """The heuristic manager's replies to the training states that the environment accepts;
+        on the management benchmark, the gold ops where they make the whole gold state hold."""
         assert isinstance(self.data.sampler, ManagerGroups)
+        if self.config.states == "manage":
+            return teacher_examples(self.data.sampler.env, self.data.train, self.policy.render, teacher=gold_ops, perfect=True)
         return teacher_examples(self.data.sampler.env, self.data.train, self.policy.render)

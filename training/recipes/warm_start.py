@@ -36,7 +36,7 @@ from memsdk.types import Op, ScoredMemory
 from ..env import ManagerEnv, MemoryState
 from .policy import Policy
 
-__all__ = ["TeacherExample", "teacher_reply", "teacher_examples", "answer_reply", "answer_examples", "target_ids", "sft_step", "warm_start_batches"]
+__all__ = ["TeacherExample", "Teacher", "heuristic_teacher", "teacher_reply", "teacher_examples", "answer_reply", "answer_examples", "target_ids", "sft_step", "warm_start_batches"]
 
 
 @dataclass(frozen=True)
@@ -60,28 +60,42 @@ def teacher_reply(ops: Sequence[Op], related: Sequence[ScoredMemory]) -> str:
             item["id"] = alias[op.target]
         if op.text is not None:
             item["text"] = op.text
+        if op.supersedes:
+            item["replaces"] = [alias[m] for m in op.supersedes]
         out.append(item)
     return json.dumps({"ops": out or [{"op": "NOOP"}]}, ensure_ascii=False)
 
 
+#: a teacher: the ops for a state over the memories its manager is shown, None to teach nothing
+Teacher = Callable[[MemoryState, Sequence[ScoredMemory]], Sequence[Op] | None]
+
+
+def heuristic_teacher(state: MemoryState, related: Sequence[ScoredMemory]) -> Sequence[Op]:
+    """The heuristic manager's decision (the default teacher)."""
+    return HeuristicManager().decide(state.facts, related, source_turn_ids=state.source_turn_ids).ops
+
+
 def teacher_examples(
-    env: ManagerEnv, states: Sequence[MemoryState], render: Callable[[Sequence[Message]], str], *, teacher: HeuristicManager | None = None
+    env: ManagerEnv, states: Sequence[MemoryState], render: Callable[[Sequence[Message]], str], *, teacher: Teacher = heuristic_teacher, perfect: bool = False
 ) -> list[TeacherExample]:
-    """(rendered prompt, target) pairs for the states whose teacher reply ``env`` accepts.
+    """(rendered prompt, target) pairs for the states whose teacher reply ``env`` accepts
+    (and, with ``perfect``, scores the state's best reward: a gold state all held).
 
     The target is the reply after the request's response prefix: the prompt already ends with
     the prefix, and generation stops on the prompt's stop string, which the JSON ends with.
     A reply the guard would reject (a merged memory over ``OpGuard.max_text_chars``, say) is
     left out rather than taught.
     """
-    teacher = teacher or HeuristicManager()
     out = []
     for state in states:
         observation = env.observe(state)
-        decision = teacher.decide(state.facts, observation.related, source_turn_ids=state.source_turn_ids)
-        reply = teacher_reply(decision.ops, observation.related)
+        ops = teacher(state, observation.related)
+        if ops is None:
+            continue
+        reply = teacher_reply(ops, observation.related)
         request = env.request(state, observation.related)
-        if env.step(state, _framed(request, reply, "manager")).valid:
+        result = env.step(state, _framed(request, reply, "manager"))
+        if result.valid and (not perfect or result.reward >= 1.0 + env.config.format_reward):
             out.append(TeacherExample(state.key, render(request.messages), reply[len(request.prefix) :]))
     return out
 

@@ -1,7 +1,7 @@
 """``memsdk eval manage``: the management benchmark from a shell (registered by `memsdk.eval.cli`).
 
     memsdk eval manage --split train|val|test|demo [--policies heuristic|llm|auto] [--manager NAME] [--answerer extractive|llm]
-                       [--out DIR] [--max-scenarios N] [--pairs-out FILE] [--no-progress]
+                       [--manager-version V] [--answerer-version V] [--checkpoints DIR] [--out DIR] [--max-scenarios N] [--pairs-out FILE] [--no-progress]
     memsdk eval manage-gate CANDIDATE/report.json INCUMBENT/report.json [--write gate.json]
 
 Prints the markdown table and writes report.json / report.md / scenarios/*.json to ``--out``
@@ -29,6 +29,8 @@ def add_parser(which: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ma.add_argument("--manager", help="the manager role over the preset's: heuristic, llm, or a trained policy's name (default: the preset's)")
     ma.add_argument("--answerer", choices=["extractive", "llm"], help="who answers (default: the preset's own)")
     ma.add_argument("--answerer-version", help="the LLM answerer's version (default: the packaged one for the model, else base)")
+    ma.add_argument("--manager-version", help="the LLM manager's version, from --checkpoints (default: base)")
+    ma.add_argument("--checkpoints", help="a folder of published checkpoints (a trainer's registry_dir) the versions are found in")
     ma.add_argument("--embedder", choices=["minilm", "hash"], default="minilm")
     ma.add_argument("--llm-base-url", help="OpenAI-compatible server for the LLM roles (default: SmolLM2 in-process)")
     ma.add_argument("--model", default="smollm2")
@@ -72,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     try:
         config = ManageConfig(
-            policies=args.policies, manager=args.manager, answerer=args.answerer, answerer_version=args.answerer_version, embedder=args.embedder, llm_base_url=args.llm_base_url,
+            policies=args.policies, manager=args.manager, answerer=args.answerer, answerer_version=args.answerer_version, manager_version=args.manager_version,
+            checkpoint_dir=args.checkpoints, embedder=args.embedder, llm_base_url=args.llm_base_url,
             model=args.model, seed=args.seed, scenarios=args.scenarios, max_scenarios=args.max_scenarios,
         )
     except ValidationError as exc:

@@ -106,6 +106,7 @@ class ManageRunner:
     def served(self) -> dict[str, str]:
         """What served each role: a trained policy by its version ("pairs" -> pairs-v2), the LLM answerer at its adapter."""
         named = {role: TRAINED.get(role, {}).get(choice, choice) for role, choice in self.roles.items()}
+        named |= {"manager": f"llm@{self.config.manager_version}"} if self.config.manager_version and self.roles["manager"] == "llm" else {}
         return named | ({"answerer": f"llm@{self.answerer_version}"} if self.answerer_version else {})
 
     def run(self, split: ScenarioSplit, chosen: Sequence[Scenario] | None = None) -> ManageReport:
@@ -125,13 +126,15 @@ class ManageRunner:
     def _client(self, work: Path) -> tuple[MemoryClient, CountingBackend[LLMBackend] | None]:
         shutil.rmtree(work, ignore_errors=True)
         counter = CountingBackend(self.backend) if self.backend is not None else None
-        client = MemoryClient(data_dir=work, embedder=self.embedder, backend=counter, policies=self.roles, model=self.config.model)
-        if self.answerer_version not in (None, BASE_VERSION):
-            try:
-                client.use_policy("answerer", self.answerer_version)
-            except BaseException:
-                client.close()
-                raise
+        client = MemoryClient(data_dir=work, embedder=self.embedder, backend=counter, policies=self.roles, model=self.config.model, checkpoint_dir=self.config.checkpoint_dir)
+        chosen = {"answerer": self.answerer_version, "manager": self.config.manager_version}
+        try:
+            for role, version in chosen.items():
+                if version not in (None, BASE_VERSION):
+                    client.use_policy(role, version)
+        except BaseException:
+            client.close()
+            raise
         return client, counter
 
     def scenario(self, sc: Scenario) -> ScenarioResult:

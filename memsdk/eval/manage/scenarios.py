@@ -64,6 +64,7 @@ __all__ = [
     "scenarios",
     "demo_scenario",
     "pairs",
+    "relations",
     "write_pairs",
     "mentions",
 ]
@@ -526,6 +527,16 @@ _WITHIN: dict[str, tuple[tuple[int, int, PairLabel], ...]] = {
 }
 
 
+def relations(sc: Scenario) -> list[tuple[str, str, PairLabel, Episode]]:
+    """(new turn id, old turn id, label, episode) for each turn of an episode that acts on an
+    earlier one: what the gold says a manager should do with the old turn's fact."""
+    out = []
+    for ep in sc.episodes:
+        key = "forget3" if ep.event == "forget" and len(ep.turn_ids) == 3 else ep.event
+        out += [(ep.turn_ids[new], ep.turn_ids[old], label, ep) for new, old, label in _WITHIN.get(key, ())]
+    return out
+
+
 def _scenario_pairs(sc: Scenario) -> list[Pair]:
     out: list[Pair] = []
 
@@ -533,10 +544,8 @@ def _scenario_pairs(sc: Scenario) -> list[Pair]:
         new, old = sc.turn(new_id), sc.turn(old_id)
         out.append(Pair(new=new.text, old=old.text, label=label, new_speaker=new.speaker, old_speaker=old.speaker, scenario=sc.id, event=ep.event, slot=ep.slot))
 
-    for ep in sc.episodes:
-        key = "forget3" if ep.event == "forget" and len(ep.turn_ids) == 3 else ep.event
-        for new, old, label in _WITHIN.get(key, ()):
-            pair(ep.turn_ids[new], ep.turn_ids[old], label, ep)
+    for new_id, old_id, label, ep in relations(sc):
+        pair(new_id, old_id, label, ep)
     labelled = {(p.new, p.old) for p in out}
     for ep in sc.episodes:  # another episode's turns, and chit-chat, change nothing about this one's fact
         for other in sc.episodes:

@@ -89,7 +89,8 @@ def test_teacher_updates_name_the_memory_by_its_prompt_alias() -> None:
     embedder = HashEmbedder(64)
     env, states = make_env(embedder), fake_states(embedder)
     # merging at any similarity: every fact that is not a duplicate UPDATEs its closest memory
-    examples = teacher_examples(env, states, render=lambda messages: "", teacher=HeuristicManager(merge_at=0.0))
+    merger = HeuristicManager(merge_at=0.0)
+    examples = teacher_examples(env, states, render=lambda messages: "", teacher=lambda s, related: merger.decide(s.facts, related, source_turn_ids=s.source_turn_ids).ops)
     prefix = env.manager.caller.prompt.response_prefix
     updates = [(e, s) for e, s in zip(examples, states) if json.loads(prefix + e.target)["ops"][0]["op"] == "UPDATE"]
     assert len(updates) == 3
