@@ -101,3 +101,15 @@ def test_the_command_line_trains_from_jsonl_files(tmp_path: Path, capsys) -> Non
     printed = json.loads(capsys.readouterr().out)
     assert printed["output_dir"] == str(tmp_path / "out") and set(printed["per_class"]) == {str(r) for r in RELATIONS}
     assert PairClassifier.load(tmp_path / "pkg").layers[0][0].shape[1] == 16
+
+
+def test_memsdk_training_train_pairs_runs_the_classifier_from_its_config(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from memsdk_training.cli import main as training_main
+
+    for split, n, seed in (("train", 10, 0), ("val", 4, 1)):
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps({"new": p.new, "old": p.old, "label": str(p.label)}) + "\n" for p in synthetic_pairs(split, n, seed)))
+    config = {"train_path": str(tmp_path / "train.jsonl"), "val_path": str(tmp_path / "val.jsonl"), "embedder": "hash", "hidden": [8], "epochs": 2, "num_threads": 1, "progress": False}
+    (tmp_path / "cfg.json").write_text(json.dumps(config))
+    assert training_main(["train", "pairs", "--config", str(tmp_path / "cfg.json"), "--output-dir", str(tmp_path / "out")]) == 0
+    assert json.loads(capsys.readouterr().out)["output_dir"] == str(tmp_path / "out")
+    assert PairClassifier.load(tmp_path / "out" / "head").layers[0][0].shape[1] == 8
