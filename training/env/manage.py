@@ -18,6 +18,7 @@ over the memories it is shown: the warm start's teacher.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Sequence
 
 from memsdk.bank import BankLimits, MemoryBank
@@ -62,7 +63,7 @@ def _scenario_states(sc: Scenario, embedder: Embedder, limits: BankLimits) -> It
         if not restated:
             replaced = {old for old, label in mine if _OLD.get(label) == "retired"}
             supersedes = tuple(r.id for r in bank.list(scope) if r.current and replaced & set(r.source_turn_ids))
-            bank.apply(scope, [Op.add(fact, source_turn_ids=(turn.turn_id,), supersedes=supersedes if i == 0 else ()) for i, fact in enumerate(facts)], actor=BUILDER)
+            bank.apply(scope, _adds(facts, (turn.turn_id,), supersedes), actor=BUILDER)
 
 
 def gold_ops(state: MemoryState, related: Sequence[ScoredMemory]) -> list[Op] | None:
@@ -75,4 +76,9 @@ def gold_ops(state: MemoryState, related: Sequence[ScoredMemory]) -> list[Op] | 
     live = {t for m in related if m.record.current for t in m.record.source_turn_ids}
     if retire - live:
         return None
-    return [Op.add(fact, source_turn_ids=state.source_turn_ids, supersedes=shown if i == 0 else ()) for i, fact in enumerate(state.facts)]
+    return _adds(state.facts, state.source_turn_ids, shown)
+
+
+def _adds(facts: Sequence[str], turn_ids: tuple[str, ...], supersedes: tuple[uuid.UUID, ...]) -> list[Op]:
+    """An ADD per fact; the first names what the turn replaces (an old memory is retired once)."""
+    return [Op.add(fact, source_turn_ids=turn_ids, supersedes=supersedes if i == 0 else ()) for i, fact in enumerate(facts)]
