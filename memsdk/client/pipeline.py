@@ -42,7 +42,7 @@ from memsdk.policies.base import achat
 from memsdk.policies.base import chat as run_chat
 from memsdk.policies.grounding import cited_turns
 from memsdk.policies.manager import check_ops
-from memsdk.policies.supersede import Correction, Forget, classify, supersede_ops
+from memsdk.policies.supersede import Correction, Forget, classify, corrected_copy, supersede_ops
 from memsdk.policies.writer import Writer, Written
 from memsdk.bank import MemoryBank
 from memsdk.bank.transition import Transition
@@ -352,7 +352,34 @@ def ingest_steps(
             out.ops += applied_ops(transition)
             said = [requests[chunk.index(turn)] for f in facts for turn in cited[f] if turn in chunk]  # the turns stating them
             yield from _retire_copied_turns(transition, scope, said[-1] if said else requests[-1], out)
+            yield from _keep_corrected(transition, scope, when, actor, out)
     return out
+
+
+def _keep_corrected(transition: Transition, scope: Scope, when: datetime | None, actor: Actor, out: IngestOutcome) -> Generator[Effect, Any, None]:
+    """A retired fact that also said something its successor does not repeat leaves a
+    corrected copy (`corrected_copy`): "the meeting is on the 14th in Tampere", replaced by
+    "we pushed the meeting to the 10th", keeps "... on the 10th in Tampere" current. The
+    replacement rewrites only what it replaces, whichever manager decided it; the old fact
+    stays history as it was."""
+    added = {c.after.id: c.after for c in transition.changes if c.op is OpType.ADD and c.after is not None}
+    copies = []
+    for change in transition.changes:
+        old, new = change.before, change.after
+        if change.op is not OpType.RETIRE or old is None or old.tier is not Tier.SEMANTIC or new is None or new.superseded_by not in added:
+            continue
+        successor = added[new.superseded_by]
+        if (text := corrected_copy(successor.text, old.text)) is not None:
+            turns = tuple(dict.fromkeys([*old.source_turn_ids, *successor.source_turn_ids]))
+            copies.append(Op.add(text, source_turn_ids=turns))
+    if not copies:
+        return
+    try:
+        kept: Transition = yield Apply(scope, _dated(copies, when), actor)
+    except (InvalidInput, MemoryNotFound, Conflict) as exc:  # the replacement stands; say what was not kept
+        out.failures.append(f"the corrected copy of a replaced fact was not stored: {exc}")
+        return
+    out.ops += applied_ops(kept)
 
 
 def _retire_copied_turns(transition: Transition, scope: Scope, by: MemoryRecord | None, out: IngestOutcome) -> Generator[Effect, Any, None]:

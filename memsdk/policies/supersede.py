@@ -46,11 +46,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from datetime import timedelta
 
-from memsdk.policies.heuristic import STOPWORDS, _key, _words
+from memsdk.policies.heuristic import _HEADER, STOPWORDS, _key, _words
+from memsdk.policies.relations import values_of
 from memsdk.policies.personal_data import DataKind, detect, kinds_named, states_topic, topic_terms
 from memsdk.types import MemoryRecord, Op, Tier
 
-__all__ = ["Forget", "Correction", "classify", "matches", "supersede_ops", "MAX_SUPERSEDED"]
+__all__ = ["Forget", "Correction", "classify", "matches", "supersede_ops", "corrected_copy", "typed_values", "MAX_SUPERSEDED"]
 
 MAX_SUPERSEDED = 10
 #: records stated this close together are one statement (a turn and the fact copied from it
@@ -233,3 +234,69 @@ def supersede_ops(intent: Forget | Correction, candidates: Sequence[MemoryRecord
         text = re.sub(rf"(?<!\w){re.escape(intent.wrong)}(?!\w)", intent.right, r.text, flags=re.I) if isinstance(intent, Correction) else _forget_in(intent, r.text)
         ops.append(Op.update(r.id, text, expected_version=r.version) if text else Op.delete(r.id, expected_version=r.version))
     return ops, None
+
+
+# --- what a replacement leaves true -------------------------------------------------------
+
+_MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+#: kinds of value a replacement swaps one for one, most specific first: a number inside an
+#: address or a date is that address's or date's, not a number of its own
+_TYPED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(pattern, re.I))
+    for kind, pattern in (
+        ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
+        ("address", r"\b\d{1,5}\s+(?:[A-Z][a-z]+\s+){1,3}(?:street|st|road|rd|avenue|ave|lane|ln|way|drive|dr|close|court|place|crescent|terrace|boulevard|blvd)\b"),
+        ("phone", r"(?<![\w-])\+?\d[\d ().-]{5,}\d(?![\w-])"),
+        ("date", rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\b(?:\s+\d{{4}})?|\b{_MONTH}\s+{_DAY}\b(?:,?\s+\d{{4}})?"),
+        ("time", r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm)\b|\b\d{1,2}:\d{2}\b"),
+        ("ordinal", r"\b\d{1,2}(?:st|nd|rd|th)\b"),
+        ("weekday", r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b"),
+        ("number", r"\b\d+(?:[.,]\d+)?\b"),
+    )
+)
+
+
+def typed_values(text: str) -> list[tuple[str, str]]:
+    """(kind, value) for each typed value in ``text`` (`_TYPED`), in order, none inside another."""
+    taken: list[tuple[int, int]] = []
+    found: list[tuple[int, str, str]] = []
+    for kind, pattern in _TYPED:
+        for m in pattern.finditer(text):
+            if not any(m.start() < hi and lo < m.end() for lo, hi in taken):
+                taken.append(m.span())
+                found.append((m.start(), kind, m.group()))
+    return [(kind, value) for _, kind, value in sorted(found)]
+
+
+def corrected_copy(new: str, old: str) -> str | None:
+    """What ``old`` still says once ``new`` replaces it: ``old`` with each typed value that
+    ``new`` swaps for another of its kind (a date, a time, a day, an address, a number...)
+    replaced, when ``old`` also states a value ``new`` does not repeat; else None.
+
+    "We pushed the parent-teacher meeting to the 10th" retires "We've booked the
+    parent-teacher meeting for the 14th in Tampere", which also said where: the copy "...
+    for the 10th in Tampere" keeps the place current, while the old fact stays history. A
+    kind is swapped only when each text holds exactly one value of it, so a copy never
+    guesses which of two dates moved; a name or a city is not a typed value (which one of
+    "Mei is coming to dinner on Sunday" would "going out with Lina" replace?), so it is
+    never swapped, and an old fact with nothing left beside the swapped value gets no copy."""
+    header = _HEADER.match(old)
+    head, body = (old[: header.end()], old[header.end():]) if header else ("", old)
+    new_body = _HEADER.sub("", new, count=1)
+    old_values, new_values = typed_values(body), typed_values(new_body)
+    swaps: dict[str, str] = {}
+    for kind, _ in _TYPED:
+        olds = [v for k, v in old_values if k == kind]
+        news = [v for k, v in new_values if k == kind]
+        if len(olds) == 1 and len(news) == 1 and olds[0].casefold() != news[0].casefold():
+            swaps[olds[0]] = news[0]
+    if not swaps:
+        return None
+    said = {_key(w) for w in _words(new_body)}
+    kept = values_of(body) - values_of(" ".join(swaps))
+    if not any(not {_key(w) for w in _words(v)} <= said for v in kept):
+        return None
+    for wrong, right in swaps.items():
+        body = re.sub(rf"(?<!\w){re.escape(wrong)}(?!\w)", right, body)
+    return head + body

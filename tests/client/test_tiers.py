@@ -249,3 +249,19 @@ def test_a_superseded_copy_of_a_turn_retires_the_turn_and_a_fact_in_other_words_
     client.ingest({"speaker": "Sam", "text": "Sam has two cats and a dog now", "turn_id": "D3:1"}, scope=SAM)
     assert not client.get(cats.id, scope=SAM).current  # the closest: replaced
     assert all(m.current for m in client.list(scope=SAM, tier="episodic") if m.source_turn_ids != ("D1:1",))
+
+
+def test_a_replaced_fact_that_said_more_leaves_a_corrected_copy_and_stays_history(make_client) -> None:
+    client = make_client(policies={"extractor": "heuristic", "manager": ReplacesTheClosest(), "answerer": "heuristic"})
+    client.ingest({"speaker": "Greta", "text": "We've booked the parent-teacher meeting for the 14th in Tampere.", "timestamp": "8 May 2023", "turn_id": "D1:1"}, scope=SAM)
+    r = client.ingest({"speaker": "Greta", "text": "We pushed the parent-teacher meeting to the 10th.", "timestamp": "9 May 2023", "turn_id": "D2:1"}, scope=SAM)
+    assert not r.failures
+    facts = client.list(scope=SAM, tier="semantic", include_deleted=True)
+    old = next(m for m in facts if "14th" in m.text)
+    copy = next(m for m in facts if "10th in Tampere" in m.text)
+    assert not old.current and old.superseded_by is not None  # history, as it was said
+    assert copy.current and copy.source_turn_ids == ("D1:1", "D2:1")  # cites both turns it joins
+    assert [o.op for o in r.ops].count("ADD") == 2  # the new fact and the copy
+    # a replacement that says again all else the old fact said leaves no copy
+    r = client.ingest({"speaker": "Greta", "text": "The parent-teacher meeting in Tampere is on the 12th now.", "timestamp": "10 May 2023", "turn_id": "D3:1"}, scope=SAM)
+    assert [o.op for o in r.ops] == ["ADD", "RETIRE"]

@@ -172,6 +172,30 @@ def test_a_small_run_on_the_heuristic_client(minilm, tmp_path: Path) -> None:
     assert {q.category_name for r in report.scenarios for q in r.questions} <= {"current-state", "previous-state"}
 
 
+def test_a_candidate_pair_head_from_the_checkpoints_serves_as_the_pair_manager(minilm, tmp_path: Path) -> None:
+    import shutil
+
+    from memsdk.errors import InvalidInput
+    from memsdk.registry import PACKAGED_DIR
+
+    head = tmp_path / "ck" / "manager" / "pairs-cand"
+    shutil.copytree(PACKAGED_DIR / "manager" / "pairs-v2", head)  # the shipped weights under another version
+    manifest = json.loads((head / "manifest.json").read_text())
+    (head / "manifest.json").write_text(json.dumps(manifest | {"version": "pairs-cand"}))
+    chosen = generate("val", 2)
+    runs = {}
+    for version, checkpoints in (("pairs-cand", str(tmp_path / "ck")), (None, None)):
+        config = ManageConfig(manager="pairs", manager_version=version, checkpoint_dir=checkpoints, answerer="extractive")
+        with ManageRunner(config, tmp_path / str(version), progress=False, embedder=minilm) as runner:
+            runs[version] = runner.run("val", chosen)
+    assert runs["pairs-cand"].policies["manager"] == "pairs-cand" and runs[None].policies["manager"] == "pairs-v2"
+    # the same weights decide the same: the candidate is what served, not the shipped head beside it
+    assert [[f.passed for f in r.facts] for r in runs["pairs-cand"].scenarios] == [[f.passed for f in r.facts] for r in runs[None].scenarios]
+    with ManageRunner(ManageConfig(manager="pairs", manager_version="pairs-cand", answerer="extractive"), tmp_path / "x", progress=False, embedder=minilm) as runner:
+        with pytest.raises(InvalidInput, match="checkpoints"):
+            runner.run("val", chosen[:1])
+
+
 def test_the_cli_runs_the_demo_and_exports_pairs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "manage", "--split", "train", "--scenarios", "5", "--pairs-out", str(tmp_path / "pairs.jsonl")]) == 0
     assert capsys.readouterr().out.startswith("wrote ") and (tmp_path / "pairs.jsonl").read_text().count("\n") > 5

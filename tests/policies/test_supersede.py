@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memsdk.policies.personal_data import states_topic
-from memsdk.policies.supersede import MAX_SUPERSEDED, Correction, Forget, classify, supersede_ops
+from memsdk.policies.supersede import MAX_SUPERSEDED, Correction, Forget, classify, corrected_copy, supersede_ops, typed_values
 from memsdk.types import MemoryRecord, OpType, Scope, Tier, content_hash
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)
@@ -211,3 +211,30 @@ def test_wishes_about_what_is_kept_name_a_topic(text: str) -> None:
 )
 def test_corrections_of_emails_and_times(text: str, wrong: str, right: str) -> None:
     assert classify(text) == Correction(wrong=wrong, right=right)
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "copy"),
+    [
+        # a typed value swapped one for one, the rest of what was said kept
+        ("Greta (on 9 May 2023): We pushed the meeting to the 10th.", "Greta (on 8 May 2023): The meeting is on the 14th in Tampere.", "Greta (on 8 May 2023): The meeting is on the 10th in Tampere."),
+        ("The wedding moved to 19 April.", "The wedding is on 12 April in Lisbon.", "The wedding is on 19 April in Lisbon."),
+        ("My number is now 555-0199.", "Call me on 555-0101 at Acme.", "Call me on 555-0199 at Acme."),
+        ("The dentist moved to 3pm.", "Dentist at 10am on Friday with Dr Patel.", "Dentist at 3pm on Friday with Dr Patel."),
+        # nothing left beside the swapped value, or the rest said again: no copy
+        ("Post goes to 18 Bramble Way these days.", "I live at 23 Bramble Way.", None),
+        ("The meeting in Tampere moved to the 10th.", "The meeting is on the 14th in Tampere.", None),
+        # names and places are not typed values: which one would be replaced is a guess
+        ("I've been going out with Lina for a month now.", "My partner Mei is coming to dinner on Sunday.", None),
+        # two dates in the old fact: which one moved is a guess
+        ("The trip is on the 9th now.", "We fly on the 3rd and come back on the 12th from Oslo.", None),
+    ],
+)
+def test_a_corrected_copy_swaps_only_a_typed_value_and_only_when_more_was_said(new: str, old: str, copy: str | None) -> None:
+    assert corrected_copy(new, old) == copy
+
+
+def test_typed_values_are_found_once_most_specific_first() -> None:
+    assert typed_values("Meet at 12 Elm Road on 3 May at 5pm, or on the 9th; call 555-0101 or jo@x.org, 2 people") == [
+        ("address", "12 Elm Road"), ("date", "3 May"), ("time", "5pm"), ("ordinal", "9th"), ("phone", "555-0101"), ("email", "jo@x.org"), ("number", "2"),
+    ]

@@ -29,7 +29,7 @@ def add_parser(which: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ma.add_argument("--manager", help="the manager role over the preset's: heuristic, llm, or a trained policy's name (default: the preset's)")
     ma.add_argument("--answerer", choices=["extractive", "llm"], help="who answers (default: the preset's own)")
     ma.add_argument("--answerer-version", help="the LLM answerer's version (default: the packaged one for the model, else base)")
-    ma.add_argument("--manager-version", help="the LLM manager's version, from --checkpoints (default: base)")
+    ma.add_argument("--manager-version", help="the manager's version in --checkpoints: an LLM manager's adapter, or a candidate head for --manager pairs (default: base, or the shipped head)")
     ma.add_argument("--checkpoints", help="a folder of published checkpoints (a trainer's registry_dir) the versions are found in")
     ma.add_argument("--embedder", choices=["minilm", "hash"], default="minilm")
     ma.add_argument("--llm-base-url", help="OpenAI-compatible server for the LLM roles (default: SmolLM2 in-process)")

@@ -24,7 +24,7 @@ class ManageConfig(BaseModel):
     manager: str | None = Field(None, min_length=1, description="The manager role's choice over the preset's ('heuristic', 'llm', or a trained policy's name the client knows); None: the preset's.")
     answerer: Literal["extractive", "llm"] | None = Field(None, description="Who answers; None: the preset's own (heuristic: extractive; llm / auto: the LLM).")
     answerer_version: str | None = Field(None, min_length=1, description="The LLM answerer's version; None: the packaged adapter for the model if there is one, else base.")
-    manager_version: str | None = Field(None, min_length=1, description="The LLM manager's version (an adapter in `checkpoint_dir`); None: base.")
+    manager_version: str | None = Field(None, min_length=1, description="The manager's version in `checkpoint_dir`: an LLM manager's adapter, or a pair head for the pair manager; None: base (the shipped head for the pair manager).")
     checkpoint_dir: str | None = Field(None, min_length=1, description="Published checkpoints the versions are found in, beside the packaged ones.")
     embedder: Literal["minilm", "hash"] = "minilm"
     model: str = "smollm2"

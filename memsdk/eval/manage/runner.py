@@ -35,8 +35,11 @@ from memsdk.eval.manage.results import ManageConfig, ManageReport, QuestionOutco
 from memsdk.eval.manage.scenarios import Question, Scenario, ScenarioSplit, scenarios
 from memsdk.eval.results import write_atomic
 from memsdk.eval.scoring import bleu1, exact_match, token_f1
+from memsdk.errors import InvalidInput
 from memsdk.eval.runner import _calls, _Tally
 from memsdk.llm.base import LLMBackend
+from memsdk.policies.pair_manager import PairManager
+from memsdk.policies.relations import PairClassifier
 from memsdk.policies.spec import RolePolicies
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, PolicyRegistry
 from memsdk.types import MemoryRecord, Tier
@@ -106,7 +109,8 @@ class ManageRunner:
     def served(self) -> dict[str, str]:
         """What served each role: a trained policy by its version ("pairs" -> pairs-v2), the LLM answerer at its adapter."""
         named = {role: TRAINED.get(role, {}).get(choice, choice) for role, choice in self.roles.items()}
-        named |= {"manager": f"llm@{self.config.manager_version}"} if self.config.manager_version and self.roles["manager"] == "llm" else {}
+        if self.config.manager_version and self.roles["manager"] in ("llm", *TRAINED["manager"]):
+            named["manager"] = self.config.manager_version if self.roles["manager"] != "llm" else f"llm@{self.config.manager_version}"
         return named | ({"answerer": f"llm@{self.answerer_version}"} if self.answerer_version else {})
 
     def run(self, split: ScenarioSplit, chosen: Sequence[Scenario] | None = None) -> ManageReport:
@@ -126,8 +130,11 @@ class ManageRunner:
     def _client(self, work: Path) -> tuple[MemoryClient, CountingBackend[LLMBackend] | None]:
         shutil.rmtree(work, ignore_errors=True)
         counter = CountingBackend(self.backend) if self.backend is not None else None
-        client = MemoryClient(data_dir=work, embedder=self.embedder, backend=counter, policies=self.roles, model=self.config.model, checkpoint_dir=self.config.checkpoint_dir)
+        roles: dict[str, Any] = dict(self.roles)
         chosen = {"answerer": self.answerer_version, "manager": self.config.manager_version}
+        if self.roles["manager"] in TRAINED["manager"] and chosen["manager"] not in (None, BASE_VERSION):
+            roles["manager"] = self._pair_head(str(chosen.pop("manager")))  # a candidate head, not the shipped one
+        client = MemoryClient(data_dir=work, embedder=self.embedder, backend=counter, policies=roles, model=self.config.model, checkpoint_dir=self.config.checkpoint_dir)
         try:
             for role, version in chosen.items():
                 if version not in (None, BASE_VERSION):
@@ -136,6 +143,15 @@ class ManageRunner:
             client.close()
             raise
         return client, counter
+
+    def _pair_head(self, version: str) -> PairManager:
+        """The pair manager of a candidate head, ``version`` of the run's checkpoints (a
+        trainer's registry_dir, or any folder holding ``manager/<version>/``)."""
+        if self.config.checkpoint_dir is None:
+            raise InvalidInput("checkpoints", f"the pair head {version!r} is looked up in --checkpoints: none given")
+        registry = PolicyRegistry(self.config.checkpoint_dir)
+        head = PairClassifier.load(registry.adapter_dir(registry.get("manager", version)))
+        return PairManager(head, self.embedder if getattr(self.embedder, "name", None) == head.embedder else None)
 
     def scenario(self, sc: Scenario) -> ScenarioResult:
         """Ingest ``sc`` into a fresh client, score what its scopes hold, answer its questions."""
