@@ -15,6 +15,7 @@
     memsdk --policy extractor=heuristic --policy manager='{"base_url": "http://vllm:8000"}' ask ...
     memsdk use-policy manager v3        memsdk rollback manager
     memsdk eval locomo --split val      memsdk eval compare A.json B.json   (see memsdk.eval.cli)
+    memsdk serve [--host 0.0.0.0 --port 8080 --keys-file keys.json]   (memsdk[server]; see memsdk.server)
     memsdk train answerer|manager --from-log DATA_DIR   (retrain from judged traffic, promote if the gate passes;
                                         a ``memsdk.commands`` entry point of memsdk[training])
 
@@ -99,8 +100,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rollback", help="switch a role back to its previous version")
     p.add_argument("role")
     from memsdk.eval.cli import add_parser as add_eval_parser
+    from memsdk.server.cli import add_parser as add_serve_parser
 
     add_eval_parser(sub)
+    add_serve_parser(sub)
     _installed_commands(sub)
     return parser
 

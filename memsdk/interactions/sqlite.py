@@ -113,6 +113,17 @@ class InteractionLog:
             self._db.execute("INSERT INTO feedback (trajectory_id, body) VALUES (?, ?)", (str(tid), fb.model_dump_json()))
         return fb
 
+    def scope_keys(self, trajectory_id: uuid.UUID) -> list[str]:
+        """The keys (`Scope.key`) of every scope whose data the trajectory holds: its own and
+        those it involves; empty for an unknown id. A server checks them before it lets a
+        tenant attach feedback to an answer."""
+        with self._lock:
+            own = self._db.execute("SELECT scope_key FROM trajectories WHERE id = ?", (str(trajectory_id),)).fetchone()
+            if own is None:
+                return []
+            others = self._db.execute("SELECT scope_key FROM trajectory_scopes WHERE trajectory_id = ?", (str(trajectory_id),)).fetchall()
+        return [own[0], *(k for (k,) in others)]
+
     def read(self, *, scope: Scope | None = None, kind: str | None = None, since: datetime | None = None) -> Iterator[Trajectory]:
         """Trajectories in the order they were written, with their feedback attached."""
         query = "SELECT id, body FROM trajectories WHERE 1=1"

@@ -1,0 +1,53 @@
+"""``memsdk serve``: the `memsdk.server` app under uvicorn, over one client it owns."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+from typing import Any
+
+from memsdk.errors import InvalidInput
+
+__all__ = ["add_parser"]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("serve", help="serve the memory over HTTP to apps in other processes (needs memsdk[server])")
+    p.add_argument("--host", default=os.environ.get("MEMSDK_HOST", "127.0.0.1"), help="address to bind (default 127.0.0.1; 0.0.0.0 for every interface)")
+    p.add_argument("--port", type=int, default=int(os.environ.get("MEMSDK_PORT", "8080")))
+    p.add_argument("--keys-file", default=os.environ.get("MEMSDK_KEYS_FILE"), help="a keys file (hashed keys, tenants, admin flags); default: MEMSDK_API_KEYS='key=tenant,...'")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20)
+    p.add_argument("--cors-origin", action="append", default=[], help="allow browser calls from this origin (repeatable; default: CORS off)")
+    p.set_defaults(handler=serve)
+
+
+def serve(args: argparse.Namespace, settings: dict[str, Any]) -> Any:
+    try:
+        import uvicorn
+    except ImportError:
+        raise InvalidInput("serve", "needs the server extra: pip install 'memsdk[server]'") from None
+    from memsdk.client import MemoryClient
+    from memsdk.server import Keyring, ServerLimits, create_app
+
+    keys = Keyring.from_env(keys_file=args.keys_file)  # before the client: a server without keys starts nothing
+    # uvicorn finishes the requests in flight on SIGINT / SIGTERM, then raises the signal
+    # again under the handlers it found: these make that a clean exit through the `with`
+    # below (the store closed), where the default ones would end the process on the spot
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _stop)
+    try:
+        with MemoryClient(**settings) as client:
+            app = create_app(client, keys, limits=ServerLimits(max_body_bytes=args.max_body_bytes), cors_origins=args.cors_origin)
+            uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    except _Stopped:
+        pass
+    return {"stopped": f"http://{args.host}:{args.port}"}
+
+
+class _Stopped(Exception):
+    pass
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise _Stopped

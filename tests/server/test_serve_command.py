@@ -1,0 +1,61 @@
+"""`memsdk serve` as a user starts it: a process of its own, keys from the environment."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def memsdk(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "memsdk.cli", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_serve_starts_on_the_keys_in_the_environment_and_stops_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "MEMSDK_API_KEYS": "k1=acme,k2=globex"}
+    proc = memsdk("--data-dir", str(tmp_path / "data"), "--policies", "heuristic", "serve", "--port", str(port), env=env)
+    try:
+        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline, "memsdk serve did not become ready"
+            time.sleep(0.25)
+        turn = {"scope": {"user_id": "bob"}, "turn": {"speaker": "Bob", "text": "I live in Boston"}}
+        assert httpx.post(f"{url}/v1/ingest", json=turn, headers={"Authorization": "Bearer k1"}).status_code == 200
+        assert httpx.post(f"{url}/v1/ingest", json=turn).status_code == 401
+        assert len(httpx.get(f"{url}/v1/memories", params={"user_id": "bob"}, headers={"Authorization": "Bearer k1"}).json()) == 2
+        assert httpx.get(f"{url}/v1/memories", params={"user_id": "bob"}, headers={"Authorization": "Bearer k2"}).json() == []
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, out
+    assert "k1" not in out and "k2" not in out  # keys are never logged
+
+
+def test_serve_without_keys_refuses_to_start(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MEMSDK_API_KEYS"}
+    proc = memsdk("--data-dir", str(tmp_path / "data"), "serve", "--port", str(free_port()), env=env)
+    out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 2 and "MEMSDK_API_KEYS" in out
+    assert not (tmp_path / "data").exists()  # no client was opened
