@@ -11,6 +11,7 @@
     │   ├── StoreLocked         another process holds the embedded data directory
     │   └── StoreUnavailable    a Qdrant server cannot be reached
     ├── EmbedderError           the embedding model could not load or run
+    ├── NotAuthorized           a memsdk server refused the API key (401) or what it may do (403)
     ├── DatasetNotFound         a benchmark data set (LoCoMo) is not where memsdk looked
     └── PolicyError             an LLM policy could not produce a decision
         ├── PolicyUnavailable   its backend is down, refusing or timing out (after bounded retries)
@@ -44,6 +45,7 @@ __all__ = [
     "StoreLocked",
     "StoreUnavailable",
     "EmbedderError",
+    "NotAuthorized",
     "DatasetNotFound",
     "PolicyError",
     "PolicyUnavailable",
@@ -132,6 +134,15 @@ class StoreLocked(StoreError):
 
 class StoreUnavailable(StoreError):
     """A remote store cannot be reached."""
+
+
+class NotAuthorized(MemsdkError):
+    """A memsdk server (`memsdk serve`) refused the request's API key: missing, unknown or
+    revoked (``status_code`` 401), or an admin call with a tenant's key (403)."""
+
+    def __init__(self, message: str, *, status_code: int = 401) -> None:
+        self.status_code = status_code
+        super().__init__(message)
 
 
 class EmbedderError(MemsdkError):

@@ -52,7 +52,16 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
     """The async twin of `MemoryClient`. Create it, then ``await client.start()`` (or use
     ``async with``) so saved policy versions are loaded before the first call."""
 
+    def __new__(cls, *args: Any, url: str | None = None, **kwargs: Any) -> AsyncMemoryClient:
+        """``url=`` (with ``api_key=``): the client of a `memsdk serve` server, an `AsyncRemoteMemoryClient`."""
+        if url is not None and cls is AsyncMemoryClient:
+            from memsdk.client.remote import AsyncRemoteMemoryClient
+
+            return object.__new__(AsyncRemoteMemoryClient)
+        return super().__new__(cls)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.pop("url", None)
         super().__init__(*args, **kwargs)
         self._scope_locks = [asyncio.Lock() for _ in range(SCOPE_LOCK_STRIPES)]
         self._watcher: asyncio.Task[None] | None = None

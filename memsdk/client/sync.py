@@ -29,14 +29,26 @@ log = logging.getLogger("memsdk.client")
 
 
 class MemoryClient(BaseClient[LoRABackend]):
-    """Memory for one app process.
+    """Memory for one app process, or the client of a memsdk server.
 
         with MemoryClient() as client:                      # embedded: no server needed
             client.ingest({"speaker": "Caroline", "text": "I adopted a dog named Buddy"}, scope={"user_id": "caroline"})
             client.answer("What is Caroline's dog called?", scope={"user_id": "caroline"}).text
+
+        MemoryClient(url="http://memsdk:8080", api_key="...")  # the same calls, to `memsdk serve`
     """
 
+    def __new__(cls, *args: Any, url: str | None = None, **kwargs: Any) -> MemoryClient:
+        """``url=`` (with ``api_key=``) makes the client of a `memsdk serve` server instead,
+        a `RemoteMemoryClient` with the same methods (`memsdk.client.remote`)."""
+        if url is not None and cls is MemoryClient:
+            from memsdk.client.remote import RemoteMemoryClient
+
+            return object.__new__(RemoteMemoryClient)  # Python then runs its __init__ with these arguments
+        return super().__new__(cls)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.pop("url", None)  # url=None: the embedded store, as without it
         super().__init__(*args, **kwargs)
         self._scope_locks = [threading.Lock() for _ in range(SCOPE_LOCK_STRIPES)]
         self._watcher: threading.Thread | None = None

@@ -16,8 +16,11 @@ The API mirrors the client (`MemoryClient`), under ``/v1/``:
     POST   /v1/export                      {"scope"} -> application/x-ndjson, streamed
     POST   /v1/import?user_id=...          an export's lines as the body
     POST   /v1/feedback                    {"answer_id", "correct", "gold"}
-    GET    /v1/policies                    the versions serving
+    GET    /v1/policies                    the versions serving (/v1/policies/stats: failure counters)
+    POST   /v1/read                        {"source", "scope", "budget_tokens", "chunk_tokens"}
     POST   /v1/policies/{role}/use         {"version"}; admin keys only
+    POST   /v1/policies/{role}/evaluate    {"version", "against", "on"}; admin keys only
+    POST   /v1/policies/{role}/promote     {"version", "force", "on"}; admin keys only
     POST   /v1/policies/{role}/rollback    admin keys only
     GET    /healthz, /readyz, /openapi.json
 
@@ -137,6 +140,20 @@ class ScopeOnly(_Body):
     scope: ScopeIn
 
 
+class ReadIn(_Body):
+    source: str | list[dict[str, Any]] = Field(description="A long text, or a conversation as turns.")
+    scope: ScopeIn
+    budget_tokens: int = Field(256, ge=1)
+    chunk_tokens: int = Field(1024, ge=1)
+
+
+class GateIn(_Body):
+    version: str
+    against: str | None = Field(None, description="evaluate: the incumbent (default: the version serving).")
+    on: Literal["locomo-val", "log"] = "locomo-val"
+    force: bool = Field(False, description="promote: skip the gate (recorded in the audit trail).")
+
+
 class FeedbackIn(_Body):
     answer_id: uuid.UUID
     correct: bool | None = None
@@ -172,11 +189,14 @@ class _Problem(Exception):
         self.status, self.title, self.detail, self.field, self.headers = status, title, detail, field, headers
 
 
-def problem(status: int, title: str, detail: str, *, field: str | None = None, headers: Mapping[str, str] | None = None) -> JSONResponse:
-    """An RFC 9457 problem: ``type`` and ``title`` name the error, ``field`` what was wrong."""
+def problem(status: int, title: str, detail: str, *, field: str | None = None, headers: Mapping[str, str] | None = None, **members: Any) -> JSONResponse:
+    """An RFC 9457 problem: ``type`` and ``title`` name the error, ``field`` what was wrong;
+    ``members`` are extension members (an error's ``reason``, a gate's ``decision``) from
+    which the remote client raises the very error the embedded one would."""
     body: dict[str, Any] = {"type": f"urn:memsdk:error:{title}", "title": title, "status": status, "detail": detail}
     if field is not None:
         body["field"] = field
+    body |= {k: v for k, v in members.items() if v is not None}
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
@@ -185,8 +205,12 @@ def _error_reply(exc: MemsdkError) -> JSONResponse:
     if isinstance(exc, MemoryNotFound):  # the same words for another tenant's id as for none, whichever call
         which = "answer_id" if exc.field == "answer_id" else "memory_id"
         return problem(404, "MemoryNotFound", f"no such {which.removesuffix('_id')} in this scope", field=which)
-    field = getattr(exc, "field", None)
-    return problem(status, type(exc).__name__, str(exc), field=field if isinstance(field, str) else None)
+    field, reason = getattr(exc, "field", None), getattr(exc, "reason", None)
+    decision = exc.decision.model_dump(mode="json") if isinstance(exc, GateFailed) else None
+    return problem(
+        status, type(exc).__name__, str(exc), field=field if isinstance(field, str) else None,
+        reason=reason if isinstance(reason, str) else None, decision=decision, status_code=getattr(exc, "status_code", None),
+    )
 
 
 # -- the body limit ---------------------------------------------------------------------------
@@ -316,6 +340,8 @@ def create_app(client: MemoryClient, keys: Keyring, *, limits: ServerLimits = Se
             return public(who.name, value.model_dump(mode="json"))
         if isinstance(value, list):
             return [out(who, v) for v in value]
+        if isinstance(value, dict):
+            return {k: out(who, v) for k, v in value.items()}
         return public(who.name, value)
 
     def scopes_of(who: Tenant, body: QuestionIn) -> list[Scope]:
@@ -399,6 +425,11 @@ def create_app(client: MemoryClient, keys: Keyring, *, limits: ServerLimits = Se
     def restore(who: Who, memory_id: str, body: ScopeOnly) -> Any:
         return out(who, client.restore(memory_id, scope=scoped(who, body.scope)))
 
+    @app.post("/v1/read", tags=["memory"])
+    def read(who: Who, body: ReadIn) -> Any:
+        """A long input into the scope's core memory, chunk by chunk (MemAgent)."""
+        return out(who, client.read(body.source, scope=scoped(who, body.scope), budget_tokens=body.budget_tokens, chunk_tokens=body.chunk_tokens, progress=False))
+
     @app.get("/v1/history", tags=["memories"])
     def history(who: Who, scope: QueryScope, memory_id: str | None = None) -> Any:
         return out(who, client.history(memory_id, scope=scoped(who, scope)))
@@ -447,12 +478,29 @@ def create_app(client: MemoryClient, keys: Keyring, *, limits: ServerLimits = Se
     def policies(who: Who) -> Any:
         return out(who, client.policies)
 
+    @app.get("/v1/policies/stats", tags=["policies"])
+    def policy_stats(who: Who) -> dict[str, dict[str, int]]:
+        """Failure counters per role since the server started (parse failures, fallbacks, ...)."""
+        return client.policy_stats
+
     @app.post("/v1/policies/{role}/use", tags=["policies"])
     def use_policy(who: Admin, role: str, body: VersionIn) -> Any:
         """Serve ``version`` for ``role`` now (no gate; `memsdk policies promote` gates)."""
         client.use_policy(role, body.version)
         log.info("tenant %s switched %s to %s", who.name, role, body.version)
         return out(who, client.policies)
+
+    @app.post("/v1/policies/{role}/evaluate", tags=["policies"])
+    def evaluate(who: Admin, role: str, body: GateIn) -> Any:
+        """The release gate's comparison of ``version`` with the incumbent; switches nothing."""
+        return out(who, client.evaluate_policy(role, body.version, against=body.against, on=body.on))
+
+    @app.post("/v1/policies/{role}/promote", tags=["policies"])
+    def promote(who: Admin, role: str, body: GateIn) -> Any:
+        """Serve ``version`` if the gate passes (409 GateFailed, with the decision, if not)."""
+        decision = client.promote(role, body.version, force=body.force, on=body.on)
+        log.info("tenant %s promoted %s %s", who.name, role, body.version)
+        return {"decision": None if decision is None else out(who, decision), "policies": out(who, client.policies)}
 
     @app.post("/v1/policies/{role}/rollback", tags=["policies"])
     def rollback(who: Admin, role: str) -> Any:

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from memsdk.errors import InvalidInput
+from memsdk.errors import InvalidInput, ScopeRequired
 from memsdk.types import Scope
 
 __all__ = ["bind", "unbind", "public", "public_line", "bound_line", "SCOPE_FIELDS"]
@@ -24,10 +24,10 @@ SCOPE_FIELDS = ("user_id", "agent_id", "run_id")
 
 
 def bind(tenant: str, scope: Mapping[str, Any] | Scope | None, field: str = "scope") -> Scope:
-    """``scope`` as the store holds it for ``tenant``. `ScopeRequired`-like `InvalidInput`
-    naming ``field`` when it names no id, or names one of the wrong type."""
+    """``scope`` as the store holds it for ``tenant``: `ScopeRequired` when it names no id,
+    `InvalidInput` naming ``field`` when it names one of the wrong type."""
     if scope is None:
-        raise InvalidInput(field, "at least one of user_id, agent_id, run_id is required")
+        raise ScopeRequired(field)
     raw = scope.model_dump() if isinstance(scope, Scope) else scope
     if not isinstance(raw, Mapping):
         raise InvalidInput(field, "must be an object with user_id, agent_id and/or run_id")
@@ -43,7 +43,7 @@ def bind(tenant: str, scope: Mapping[str, Any] | Scope | None, field: str = "sco
             raise InvalidInput(f"{field}.{name}", "must be a non-empty string")
         ids[name] = f"{tenant}/{value}"
     if not ids:
-        raise InvalidInput(field, "at least one of user_id, agent_id, run_id is required")
+        raise ScopeRequired(field)
     try:
         return Scope(**ids)
     except ValueError as exc:

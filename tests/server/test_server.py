@@ -148,7 +148,7 @@ def test_only_an_admin_key_switches_policies(serve) -> None:
         (b'{"scope": {"user_id": "bob"}, "turn": ', 422, "InvalidInput", "body"),  # truncated JSON
         (b'{"scope": {"user_id": "bob"}, "turn": {"speaker": "Bob", "text": "caf\xe9"}}', 400, "InvalidInput", "body"),  # latin-1, not UTF-8
         (b'{"scope": {"user_id": 7}, "turn": {"speaker": "Bob", "text": "hi"}}', 422, "InvalidInput", "scope.user_id"),
-        (b'{"scope": {}, "turn": {"speaker": "Bob", "text": "hi"}}', 422, "InvalidInput", "scope"),
+        (b'{"scope": {}, "turn": {"speaker": "Bob", "text": "hi"}}', 422, "ScopeRequired", "scope"),
         (b'{"scope": {"user_id": "bob"}, "turn": {"speaker": "Bob", "text": ""}}', 422, "InvalidInput", None),
         (b'{"scope": {"user_id": "bob"}, "turn": {"speaker": "Bob"}}', 422, "InvalidInput", None),
         (b'{"scope": {"user_id": "bob"}}', 422, "InvalidInput", "turn"),
