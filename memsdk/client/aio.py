@@ -100,7 +100,10 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
             return await asyncio.to_thread(self._apply, effect, timings)
         with self._stage(timings, "llm"):
             if isinstance(effect, Chat):
-                return await achat(effect)
+                with self._telemetry.chat(effect.role, effect.request.model or effect.backend.model) as traced:
+                    completion = await achat(effect)
+                    traced(completion)
+                    return completion
             if isinstance(effect, Call):
                 return await acall(effect)
         raise TypeError(f"unknown effect {effect!r}")
@@ -138,12 +141,13 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
 
     async def _ingest_one(self, turn: Any, scope: Any, ahead: float = 0.0) -> IngestResult:
         started, timings = time.perf_counter() - ahead, Timings(embedding=ahead)
-        async with self._scope_locks[self._stripe(scope)]:
-            seen, whose = self._context_of(scope)
-            active = self._policies.active()
-            outcome = await self._run(self._ingest_steps(turn, seen, scope, active), timings)
-            self._context_for(scope).append((scope, turn))
-        return await asyncio.to_thread(self._ingest_result, turn, seen, whose, scope, active, outcome, started, timings)
+        with self._telemetry.operation("ingest", [scope]):
+            async with self._scope_locks[self._stripe(scope)]:
+                seen, whose = self._context_of(scope)
+                active = self._policies.active()
+                outcome = await self._run(self._ingest_steps(turn, seen, scope, active), timings)
+                self._context_for(scope).append((scope, turn))
+            return await asyncio.to_thread(self._ingest_result, turn, seen, whose, scope, active, outcome, started, timings)
 
     async def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:
         self._check_open()
@@ -151,8 +155,9 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         scopes = self._as_scopes(scope)
         started, timings = time.perf_counter(), Timings()
         active = self._policies.active()
-        outcome = await self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
-        return await asyncio.to_thread(self._answer_result, question, scopes, active, outcome, started, timings)
+        with self._telemetry.operation("answer", scopes):
+            outcome = await self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
+            return await asyncio.to_thread(self._answer_result, question, scopes, active, outcome, started, timings)
 
     async def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
         self._check_open()
@@ -167,7 +172,8 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
     async def retrieve(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> list[ScoredMemory]:
         self._check_open()
         scopes = self._as_scopes(scope)
-        return await self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active().answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
+        with self._telemetry.operation("retrieve", scopes):
+            return await self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active().answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
 
     async def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()

@@ -81,7 +81,10 @@ class MemoryClient(BaseClient[LoRABackend]):
             return self._apply(effect, timings)
         with self._stage(timings, "llm"):
             if isinstance(effect, Chat):
-                return chat(effect)
+                with self._telemetry.chat(effect.role, effect.request.model or effect.backend.model) as traced:
+                    completion = chat(effect)
+                    traced(completion)
+                    return completion
             if isinstance(effect, Call):
                 return effect.fn(*effect.args, **effect.kwargs)
         raise TypeError(f"unknown effect {effect!r}")
@@ -126,12 +129,13 @@ class MemoryClient(BaseClient[LoRABackend]):
 
     def _ingest_one(self, turn: Any, scope: Any, ahead: float = 0.0) -> IngestResult:
         started, timings = time.perf_counter() - ahead, Timings(embedding=ahead)
-        with self._scope_locks[self._stripe(scope)]:
-            seen, whose = self._context_of(scope)
-            active = self._policies.active()
-            outcome = self._run(self._ingest_steps(turn, seen, scope, active), timings)
-            self._context_for(scope).append((scope, turn))
-        return self._ingest_result(turn, seen, whose, scope, active, outcome, started, timings)
+        with self._telemetry.operation("ingest", [scope]):
+            with self._scope_locks[self._stripe(scope)]:
+                seen, whose = self._context_of(scope)
+                active = self._policies.active()
+                outcome = self._run(self._ingest_steps(turn, seen, scope, active), timings)
+                self._context_for(scope).append((scope, turn))
+            return self._ingest_result(turn, seen, whose, scope, active, outcome, started, timings)
 
     def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:
         """Answer from memory. With several scopes (e.g. both speakers of a conversation),
@@ -141,8 +145,9 @@ class MemoryClient(BaseClient[LoRABackend]):
         scopes = self._as_scopes(scope)
         started, timings = time.perf_counter(), Timings()
         active = self._policies.active()
-        outcome = self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
-        return self._answer_result(question, scopes, active, outcome, started, timings)
+        with self._telemetry.operation("answer", scopes):
+            outcome = self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
+            return self._answer_result(question, scopes, active, outcome, started, timings)
 
     def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
         """Attach a reward signal to a logged answer (the trainer reads it back)."""
@@ -161,7 +166,8 @@ class MemoryClient(BaseClient[LoRABackend]):
         """What `answer` would show the answerer for ``question``, best first, without asking it."""
         self._check_open()
         scopes = self._as_scopes(scope)
-        return self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active().answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
+        with self._telemetry.operation("retrieve", scopes):
+            return self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active().answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
 
     def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         """One live memory of ``scope``. `MemoryNotFound` when it does not exist, is deleted,

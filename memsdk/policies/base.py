@@ -61,6 +61,8 @@ class Chat:
 
     backend: Any
     request: Request
+    #: the policy role asking (traces name it)
+    role: str = ""
 
 
 @dataclass(frozen=True)
@@ -321,11 +323,11 @@ class LLMCaller(Generic[T]):
     def ask(self, backend: LLMBackend | AsyncLLMBackend, request: Request) -> Steps[tuple[T | None, PolicyCall]]:
         """`steps` for a request already built (a conversation that goes on: `follow_up`)."""
         started = time.perf_counter()
-        completions = [_checked((yield Chat(backend, request)))]
+        completions = [_checked((yield Chat(backend, request, self.prompt.role)))]
         parsed = parse(self.reply_text(request, completions[0].choices[0]), self.schema)
         if not parsed.ok and self.reask:
             again = self.follow_up(request, self.reply_text(request, completions[0].choices[0]), REASK.format(error=parsed.error), prefix=False)
-            completions.append(_checked((yield Chat(backend, again))))
+            completions.append(_checked((yield Chat(backend, again, self.prompt.role))))
             parsed = parse(self.reply_text(again, completions[-1].choices[0]), self.schema)
         return parsed.value, self._record(backend, request, completions, parsed, started)
 

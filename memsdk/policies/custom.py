@@ -156,7 +156,7 @@ class _Plugged(ABC, Generic[D]):
             value = yield Call(self._guarded, (getattr(self.policy, self.rule), *inputs), kw, afn=self._aguarded if callable(twin) else None)
             return self._coerce(value, inputs, kw)
         messages, started = self._request(inputs), time.perf_counter()
-        completion = yield Chat(self.backend, Request(messages, "", self.params, self.model, None))
+        completion = yield Chat(self.backend, Request(messages, "", self.params, self.model, None), self.role)
         return self._read(messages, completion, started, inputs, kw)
 
     async def _aguarded(self, method: Callable[..., Any], *args: Any, **kw: Any) -> Any:
