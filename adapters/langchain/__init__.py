@@ -10,7 +10,7 @@ The scope is never a model-visible argument: see `scope.py`.
 """
 
 from memsdk_adapters.langchain.middleware import MemsdkMiddleware
-from memsdk_adapters.langchain.outbox import DeadLetter, Outbox, QueueFull
+from memsdk.outbox import DeadLetter, Outbox, QueueFull
 from memsdk_adapters.langchain.retriever import MemsdkRetriever, memory_document
 from memsdk_adapters.langchain.scope import ScopeSource, resolve_scope
 from memsdk_adapters.langchain.store import MemsdkStore, escape_label, namespace_to_scope, scope_to_namespace, unescape_label

@@ -54,7 +54,7 @@ from memsdk import AsyncMemoryClient, MemoryClient, Scope, ScoredMemory, Turn
 from memsdk.errors import EmbedderError, InvalidInput, StoreError
 from memsdk.types import QUESTION_MAX_CHARS
 
-from memsdk_adapters.langchain.outbox import Outbox
+from memsdk.outbox import Outbox
 from memsdk_adapters.langchain.scope import ScopeSource, resolve_scope
 
 __all__ = ["MemsdkMiddleware", "MEMORY_PREAMBLE", "render_memories", "last_exchange"]
