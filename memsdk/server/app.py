@@ -3,6 +3,8 @@
 The API mirrors the client (`MemoryClient`), under ``/v1/``:
 
     POST   /v1/ingest                      {"scope", "turn"} or {"scope", "turns": [...]}
+    POST   /v1/ingest/accepted             the same, 202 with a ticket per turn once they are on disk
+    GET    /v1/ingest/accepted/{ticket}    pending, done or dead
     POST   /v1/answer | /v1/retrieve       {"question", "scope"} or {"question", "scopes": [...]}
     POST   /v1/search                      {"query", "scope", "limit", "tier", "hybrid"}
     GET    /v1/memories?user_id=...        list (tier, include_deleted, limit, offset)
@@ -40,14 +42,16 @@ import io
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, MutableMapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import anyio
 from fastapi import Body, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memsdk.client import MemoryClient
@@ -64,9 +68,11 @@ from memsdk.errors import (
     PolicyUnavailable,
     StoreError,
 )
+from memsdk.outbox import QueueFull
+from memsdk.server.accepted import AcceptedIngests
 from memsdk.server.keys import Keyring, Tenant
 from memsdk.server.tenancy import bind, bound_line, public, public_line
-from memsdk.types import Scope
+from memsdk.types import Scope, Turn
 
 __all__ = ["create_app", "ServerLimits", "PROBLEM"]
 
@@ -176,6 +182,7 @@ _STATUS: tuple[tuple[type[MemsdkError], int], ...] = (
     (StoreError, 503),
     (EmbedderError, 503),
     (PolicyUnavailable, 503),
+    (QueueFull, 503),
     (BackendError, 502),
     (PolicyError, 409),  # a switch the serving policy cannot make (a heuristic has no versions)
 )
@@ -203,7 +210,7 @@ def problem(status: int, title: str, detail: str, *, field: str | None = None, h
 def _error_reply(exc: MemsdkError) -> JSONResponse:
     status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
     if isinstance(exc, MemoryNotFound):  # the same words for another tenant's id as for none, whichever call
-        which = "answer_id" if exc.field == "answer_id" else "memory_id"
+        which = exc.field if exc.field in ("answer_id", "ticket") else "memory_id"
         return problem(404, "MemoryNotFound", f"no such {which.removesuffix('_id')} in this scope", field=which)
     field, reason = getattr(exc, "field", None), getattr(exc, "reason", None)
     decision = exc.decision.model_dump(mode="json") if isinstance(exc, GateFailed) else None
@@ -294,8 +301,20 @@ QueryScope = Annotated[dict[str, str | None], Depends(_query_scope)]
 
 
 def create_app(client: MemoryClient, keys: Keyring, *, limits: ServerLimits = ServerLimits(), cors_origins: Sequence[str] = ()) -> FastAPI:
-    """The server's ASGI app over ``client`` (which it does not close: whoever made it does)."""
-    app = FastAPI(title="memsdk", version="1", summary="Agent memory with trained, hot-swappable policies", openapi_url="/openapi.json", docs_url=None, redoc_url=None)
+    """The server's ASGI app over ``client`` (which it does not close: whoever made it does).
+    Its accepted ingests wait in an `Outbox` under the client's data dir, drained when the
+    app shuts down (uvicorn runs the lifespan) and replayed by the next app after a crash."""
+    queue = AcceptedIngests(client)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        left = await anyio.to_thread.run_sync(queue.close)
+        if left:
+            log.warning("%d accepted turns not ingested at shutdown; the next start ingests them", left)
+
+    app = FastAPI(title="memsdk", version="1", summary="Agent memory with trained, hot-swappable policies", openapi_url="/openapi.json", docs_url=None, redoc_url=None, lifespan=lifespan)
+    app.state.accepted = queue
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -383,6 +402,24 @@ def create_app(client: MemoryClient, keys: Keyring, *, limits: ServerLimits = Se
                 raise InvalidInput("turns", f"give 1 to {limits.max_turns} turns")
             return out(who, client.ingest(body.turns, scope=scope, progress=False))
         return out(who, client.ingest(body.turn or {}, scope=scope))
+
+    @app.post("/v1/ingest/accepted", tags=["memory"], status_code=202)
+    def ingest_accepted(who: Who, body: IngestIn) -> dict[str, list[str]]:
+        """Queue the turns on disk and reply at once: a ticket per turn (a repeated
+        ``turn_id`` of the scope is not queued again); `ingest_status` follows each."""
+        scope = scoped(who, body.scope)
+        turns = body.turns if body.turns is not None else [body.turn] if body.turn is not None else []
+        if (body.turn is None) == (body.turns is None) or not turns or len(turns) > limits.max_turns:
+            raise InvalidInput("turn", f"give turn, or 1 to {limits.max_turns} turns")
+        return {"tickets": queue.accept(scope, [_turn(t, f"turns[{i}]" if body.turns is not None else "turn") for i, t in enumerate(turns)])}
+
+    @app.get("/v1/ingest/accepted/{ticket}", tags=["memory"])
+    def ingest_status(who: Who, ticket: str) -> dict[str, str | None]:
+        """``pending``, ``done`` or ``dead`` (with the error); 404 for another tenant's ticket."""
+        found = queue.status(ticket)
+        if found is None or not _in_tenant(who.name, found.scope_key):
+            raise MemoryNotFound(ticket, field="ticket")
+        return {"ticket": ticket, "state": found.state, "error": found.error}
 
     @app.post("/v1/answer", tags=["memory"])
     def answer(who: Who, body: QuestionIn) -> Any:
@@ -509,6 +546,13 @@ def create_app(client: MemoryClient, keys: Keyring, *, limits: ServerLimits = Se
         return out(who, client.policies)
 
     return app
+
+
+def _turn(raw: dict[str, Any], field: str) -> Turn:
+    try:
+        return Turn.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidInput.from_pydantic(exc, field) from None
 
 
 def _in_tenant(tenant: str, scope_key: str) -> bool:

@@ -52,7 +52,7 @@ def serve(tmp_path: Path) -> Iterator:
     def start(tenants: dict[str, str] = KEYS, limits: ServerLimits = ServerLimits()) -> Served:
         client = MemoryClient(data_dir=tmp_path / f"data-{len(started)}", embedder=HashEmbedder(64), policies="heuristic")
         keys = Keyring.from_file(keys_file(tmp_path / f"keys-{len(started)}.json", tenants))
-        config = uvicorn.Config(create_app(client, keys, limits=limits), host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        config = uvicorn.Config(create_app(client, keys, limits=limits), host="127.0.0.1", port=0, log_level="warning", lifespan="on")
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()

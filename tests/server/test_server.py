@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 import uuid
 
 import httpx
@@ -231,3 +232,21 @@ def test_sixteen_look_alike_tenants_never_see_each_others_data(serve) -> None:
     finally:
         for h in clients.values():
             h.close()
+
+
+def test_an_accepted_ingest_is_202_with_tickets_that_end_done_and_only_for_their_tenant(serve) -> None:
+    s = serve()
+    with s.http("key-alpha") as a, s.http("key-beta") as b:
+        r = a.post("/v1/ingest/accepted", json={"scope": BOB, "turns": [turn("I live in Boston", 1), turn("I work as a nurse", 2), turn("I live in Boston", 1)]})
+        assert r.status_code == 202
+        tickets = r.json()["tickets"]
+        assert len(tickets) == 2  # a turn_id the scope queued already is not queued again
+        deadline = time.monotonic() + 30
+        while {a.get(f"/v1/ingest/accepted/{t}").json()["state"] for t in tickets} != {"done"}:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert [m["text"] for m in a.get("/v1/memories", params={**BOB, "tier": "episodic"}).json()] == ["I live in Boston", "I work as a nurse"]
+        is_problem(b.get(f"/v1/ingest/accepted/{tickets[0]}"), 404, "MemoryNotFound", "ticket")  # another tenant's ticket
+        is_problem(a.get("/v1/ingest/accepted/nope"), 404, "MemoryNotFound", "ticket")
+        is_problem(a.post("/v1/ingest/accepted", json={"scope": BOB, "turn": {"speaker": "Bob"}}), 422, "InvalidInput", "turn.text")
+        is_problem(a.post("/v1/ingest/accepted", json={"scope": BOB}), 422, "InvalidInput", "turn")
