@@ -15,8 +15,12 @@ span per HTTP request around the client's) emit the same spans:
                                            conventions: gen_ai.operation.name, gen_ai.request.model,
                                            gen_ai.usage.input_tokens / output_tokens, memsdk.role
 
+`memsdk serve` puts a span per HTTP request (``HTTP <method>``: http.request.method,
+url.path, http.response.status_code) around them.
+
 Metrics: ``memsdk.operation.duration`` (s, per operation), ``gen_ai.client.token.usage``
-(per token type and model), ``memsdk.fallbacks`` and ``memsdk.failures`` (per operation).
+(per token type and model), ``memsdk.fallbacks`` and ``memsdk.failures`` (per operation),
+and in the server ``memsdk.queue.depth`` (accepted turns waiting).
 """
 
 from __future__ import annotations
@@ -56,11 +60,19 @@ class Telemetry:
         from memsdk import __version__
 
         self._tracer = trace.get_tracer(NAME, __version__, tracer_provider=tracer_provider)
-        meter = metrics.get_meter(NAME, __version__, meter_provider=meter_provider)
+        self._meter = meter = metrics.get_meter(NAME, __version__, meter_provider=meter_provider)
         self._duration = meter.create_histogram("memsdk.operation.duration", unit="s", description="Wall time of one client call.")
         self._tokens = meter.create_histogram("gen_ai.client.token.usage", unit="{token}", description="Tokens per LLM policy call.")
         self._fallbacks = meter.create_counter("memsdk.fallbacks", description="Calls where a heuristic stood in for an unavailable LLM.")
         self._failures = meter.create_counter("memsdk.failures", description="Parse failures and rejected ops, none of which lost a turn.")
+
+    def gauge(self, name: str, description: str, read: Callable[[], int]) -> None:
+        """An observable gauge (``memsdk.queue.depth``: the server's accepted turns waiting)."""
+        if self._tracer is None:
+            return
+        from opentelemetry.metrics import Observation
+
+        self._meter.create_observable_gauge(name, callbacks=[lambda options: [Observation(read())]], description=description)
 
     @contextmanager
     def span(self, name: str, attributes: Mapping[str, Any] | None = None) -> Iterator[Any]:

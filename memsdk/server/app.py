@@ -72,6 +72,7 @@ from memsdk.outbox import QueueFull
 from memsdk.server.accepted import AcceptedIngests
 from memsdk.server.keys import Keyring, Tenant
 from memsdk.server.tenancy import bind, bound_line, public, public_line
+from memsdk.telemetry import Telemetry
 from memsdk.types import Scope, Turn
 
 __all__ = ["create_app", "ServerLimits", "PROBLEM"]
@@ -268,6 +269,26 @@ class _BodyLimit:
         await reply(scope, receive, send)
 
 
+class _Traced:
+    """ASGI middleware: a span per HTTP request, around the client's spans of its call."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], telemetry: Telemetry) -> None:
+        self.app, self.telemetry = app, telemetry
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        with self.telemetry.span(f"HTTP {scope['method']}", {"http.request.method": scope["method"], "url.path": scope["path"]}) as span:
+
+            async def sending(message: dict[str, Any]) -> None:
+                if message["type"] == "http.response.start" and span is not None:
+                    span.set_attribute("http.response.status_code", message["status"])
+                await send(message)
+
+            await self.app(scope, receive, sending)
+
+
 # -- who is asking ----------------------------------------------------------------------------
 
 
@@ -300,11 +321,17 @@ QueryScope = Annotated[dict[str, str | None], Depends(_query_scope)]
 # -- the app ----------------------------------------------------------------------------------
 
 
-def create_app(client: MemoryClient, keys: Keyring, *, limits: ServerLimits = ServerLimits(), cors_origins: Sequence[str] = ()) -> FastAPI:
+def create_app(
+    client: MemoryClient, keys: Keyring, *, limits: ServerLimits = ServerLimits(), cors_origins: Sequence[str] = (), telemetry: Telemetry | None = None
+) -> FastAPI:
     """The server's ASGI app over ``client`` (which it does not close: whoever made it does).
     Its accepted ingests wait in an `Outbox` under the client's data dir, drained when the
-    app shuts down (uvicorn runs the lifespan) and replayed by the next app after a crash."""
+    app shuts down (uvicorn runs the lifespan) and replayed by the next app after a crash.
+    ``telemetry``: where the span of each request and the queue depth go (default: the
+    app's global OpenTelemetry providers, as the client's own spans)."""
     queue = AcceptedIngests(client)
+    telemetry = telemetry if telemetry is not None else Telemetry()
+    telemetry.gauge("memsdk.queue.depth", "Accepted turns on disk, not ingested yet.", lambda: queue.pending)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -320,6 +347,7 @@ def create_app(client: MemoryClient, keys: Keyring, *, limits: ServerLimits = Se
 
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["*"], allow_headers=["Authorization", "Content-Type"])
     app.add_middleware(_BodyLimit, limits=limits)
+    app.add_middleware(_Traced, telemetry=telemetry)  # outermost: a refused body is a request too
     app.state.keys = keys
 
     @app.exception_handler(MemsdkError)

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -49,10 +50,10 @@ def serve(tmp_path: Path) -> Iterator:
     """``serve(tenants=..., limits=...)`` starts a server and returns a `Served`; every one is stopped after the test."""
     started: list[tuple[uvicorn.Server, threading.Thread, MemoryClient]] = []
 
-    def start(tenants: dict[str, str] = KEYS, limits: ServerLimits = ServerLimits()) -> Served:
-        client = MemoryClient(data_dir=tmp_path / f"data-{len(started)}", embedder=HashEmbedder(64), policies="heuristic")
+    def start(tenants: dict[str, str] = KEYS, limits: ServerLimits = ServerLimits(), telemetry: Any = None) -> Served:
+        client = MemoryClient(data_dir=tmp_path / f"data-{len(started)}", embedder=HashEmbedder(64), policies="heuristic", telemetry=telemetry)
         keys = Keyring.from_file(keys_file(tmp_path / f"keys-{len(started)}.json", tenants))
-        config = uvicorn.Config(create_app(client, keys, limits=limits), host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+        config = uvicorn.Config(create_app(client, keys, limits=limits, telemetry=telemetry), host="127.0.0.1", port=0, log_level="warning", lifespan="on")
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()

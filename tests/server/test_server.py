@@ -250,3 +250,28 @@ def test_an_accepted_ingest_is_202_with_tickets_that_end_done_and_only_for_their
         is_problem(a.get("/v1/ingest/accepted/nope"), 404, "MemoryNotFound", "ticket")
         is_problem(a.post("/v1/ingest/accepted", json={"scope": BOB, "turn": {"speaker": "Bob"}}), 422, "InvalidInput", "turn.text")
         is_problem(a.post("/v1/ingest/accepted", json={"scope": BOB}), 422, "InvalidInput", "turn")
+
+
+def test_a_request_is_a_span_around_the_clients_and_the_queue_depth_a_gauge(serve) -> None:
+    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from memsdk.telemetry import Telemetry
+
+    spans, reader, provider = InMemorySpanExporter(), InMemoryMetricReader(), sdk_trace.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    s = serve(telemetry=Telemetry(tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[reader])))
+    with s.http() as h:
+        assert h.post("/v1/ingest", json={"scope": BOB, "turn": turn("I live in Boston")}).status_code == 200
+        assert h.get("/v1/memories/not-an-id", params=BOB).status_code in (404, 422)
+    finished = spans.get_finished_spans()
+    http = [x for x in finished if x.name == "HTTP POST"]
+    ingest = next(x for x in finished if x.name == "memsdk ingest")
+    assert len(http) == 1 and dict(http[0].attributes or {})["http.response.status_code"] == 200
+    assert ingest.parent is not None and ingest.parent.span_id == http[0].context.span_id  # the client's call inside the request's
+    assert any(dict(x.attributes or {}).get("http.response.status_code") in (404, 422) for x in finished if x.name == "HTTP GET")
+    gauges = {m.name for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    assert {"memsdk.queue.depth", "memsdk.operation.duration"} <= gauges
