@@ -12,7 +12,6 @@ id from another scope is not found in this one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +19,10 @@ from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, ConfigDict, Field
 
-from memsdk import AsyncMemoryClient, MemoryClient, MemoryRecord, ScoredMemory, Scope
+from memsdk import AsyncMemoryClient, MemoryClient, Scope
 from memsdk.errors import InvalidInput, MemoryNotFound
 from memsdk.bank import BankLimits
+from memsdk.tool_replies import forgotten, recalled, remembered
 from memsdk.types import QUESTION_MAX_CHARS
 
 from memsdk_adapters.langchain.scope import ScopeSource, resolve_scope
@@ -52,20 +52,6 @@ class ForgetArgs(_Args):
     memory_id: str = Field(min_length=1, max_length=64, description="The id of a memory that recall returned.")
 
 
-def _recalled(hits: Sequence[ScoredMemory]) -> str:
-    if not hits:
-        return "No memories found."
-    return "\n".join(f"[{h.record.id}] {h.record.render()}" for h in hits)
-
-
-def _remembered(record: MemoryRecord) -> str:
-    return f"Remembered as memory {record.id}."
-
-
-def _forgotten(record: MemoryRecord) -> str:
-    return f"Forgot memory {record.id} (it can be restored)."
-
-
 @dataclass(frozen=True)
 class _Memory:
     """What the three tools share: the clients, where the scope comes from, and ``k``."""
@@ -93,24 +79,24 @@ class _Memory:
     # model's schema; called outside an agent it is None and the bound scope is used.
 
     def remember(self, text: str, runtime: ToolRuntime = None) -> str:  # type: ignore[assignment]
-        return _remembered(self._sync().add(text, scope=self._scope(runtime)))
+        return remembered(self._sync().add(text, scope=self._scope(runtime)))
 
     async def aremember(self, text: str, runtime: ToolRuntime = None) -> str:  # type: ignore[assignment]
-        return _remembered(await self._async().add(text, scope=self._scope(runtime)))
+        return remembered(await self._async().add(text, scope=self._scope(runtime)))
 
     def recall(self, query: str, runtime: ToolRuntime = None) -> str:  # type: ignore[assignment]
-        return _recalled(self._sync().search(query, scope=self._scope(runtime), limit=self.k, hybrid=True))
+        return recalled(self._sync().search(query, scope=self._scope(runtime), limit=self.k, hybrid=True))
 
     async def arecall(self, query: str, runtime: ToolRuntime = None) -> str:  # type: ignore[assignment]
-        return _recalled(await self._async().search(query, scope=self._scope(runtime), limit=self.k, hybrid=True))
+        return recalled(await self._async().search(query, scope=self._scope(runtime), limit=self.k, hybrid=True))
 
     def forget(self, memory_id: str, runtime: ToolRuntime = None) -> str:  # type: ignore[assignment]
         with _not_found(memory_id):
-            return _forgotten(self._sync().delete(memory_id, scope=self._scope(runtime)))
+            return forgotten(self._sync().delete(memory_id, scope=self._scope(runtime)))
 
     async def aforget(self, memory_id: str, runtime: ToolRuntime = None) -> str:  # type: ignore[assignment]
         with _not_found(memory_id):
-            return _forgotten(await self._async().delete(memory_id, scope=self._scope(runtime)))
+            return forgotten(await self._async().delete(memory_id, scope=self._scope(runtime)))
 
 
 class _not_found:

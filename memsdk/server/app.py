@@ -25,6 +25,7 @@ The API mirrors the client (`MemoryClient`), under ``/v1/``:
     POST   /v1/policies/{role}/promote     {"version", "force", "on"}; admin keys only
     POST   /v1/policies/{role}/rollback    admin keys only
     GET    /healthz, /readyz, /openapi.json
+    *      /mcp                            the MCP server (streamable HTTP; `memsdk.server.mcp`)
 
 Every request but the health checks carries ``Authorization: Bearer <key>`` (`keys`); its
 tenant is bound into every scope (`tenancy`). An unknown, revoked or missing key is 401; a
@@ -43,7 +44,7 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, MutableMapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -53,6 +54,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from memsdk.client import MemoryClient
 from memsdk.errors import (
@@ -294,9 +296,8 @@ class _Traced:
 
 def _tenant(request: Request) -> Tenant:
     """The tenant of the request's key (`Keyring.tenant_for`), else 401."""
-    scheme, _, key = request.headers.get("authorization", "").partition(" ")
     keys: Keyring = request.app.state.keys
-    found = keys.tenant_for(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
+    found = keys.tenant_of(request.headers.get("authorization"))
     if found is None:
         raise _Problem(401, "Unauthorized", "a valid API key is required: Authorization: Bearer <key>", headers={"WWW-Authenticate": "Bearer"})
     return found
@@ -322,26 +323,35 @@ QueryScope = Annotated[dict[str, str | None], Depends(_query_scope)]
 
 
 def create_app(
-    client: MemoryClient, keys: Keyring, *, limits: ServerLimits = ServerLimits(), cors_origins: Sequence[str] = (), telemetry: Telemetry | None = None
+    client: MemoryClient, keys: Keyring, *, limits: ServerLimits = ServerLimits(), cors_origins: Sequence[str] = (), telemetry: Telemetry | None = None, mcp: bool = True
 ) -> FastAPI:
     """The server's ASGI app over ``client`` (which it does not close: whoever made it does).
     Its accepted ingests wait in an `Outbox` under the client's data dir, drained when the
     app shuts down (uvicorn runs the lifespan) and replayed by the next app after a crash.
     ``telemetry``: where the span of each request and the queue depth go (default: the
-    app's global OpenTelemetry providers, as the client's own spans)."""
+    app's global OpenTelemetry providers, as the client's own spans). ``mcp``: the MCP
+    server at ``/mcp`` (`memsdk.server.mcp`) when the ``mcp`` package is installed."""
     queue = AcceptedIngests(client)
     telemetry = telemetry if telemetry is not None else Telemetry()
     telemetry.gauge("memsdk.queue.depth", "Accepted turns on disk, not ingested yet.", lambda: queue.pending)
+    tools = _mcp_tools(client, keys) if mcp else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with AsyncExitStack() as stack:
+            if tools is not None:
+                await stack.enter_async_context(tools.session_manager.run())
+            yield
         left = await anyio.to_thread.run_sync(queue.close)
         if left:
             log.warning("%d accepted turns not ingested at shutdown; the next start ingests them", left)
 
     app = FastAPI(title="memsdk", version="1", summary="Agent memory with trained, hot-swappable policies", openapi_url="/openapi.json", docs_url=None, redoc_url=None, lifespan=lifespan)
     app.state.accepted = queue
+    if tools is not None:
+        from memsdk.server.mcp import MCP_PATH, http_asgi
+
+        app.router.routes.append(Route(MCP_PATH, endpoint=_Keyed(http_asgi(tools), keys)))
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -574,6 +584,31 @@ def create_app(
         return out(who, client.policies)
 
     return app
+
+
+def _mcp_tools(client: MemoryClient, keys: Keyring) -> Any:
+    """The MCP server of `memsdk.server.mcp`, or None without the ``mcp`` package."""
+    try:
+        from memsdk.server.mcp import memory_server, scope_from_key
+    except ImportError:
+        log.info("the mcp package is not installed: no MCP server at /mcp (pip install 'memsdk[server]')")
+        return None
+    return memory_server(client, scope_from_key(keys))
+
+
+class _Keyed:
+    """An ASGI app behind the API key check: 401 before it sees a request without a valid key.
+    A class, not a function: Starlette's `Route` calls a function with a `Request`."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], keys: Keyring) -> None:
+        self.app, self.keys = app, keys
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if self.keys.tenant_of(dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")) is None:
+            reply = problem(401, "Unauthorized", "a valid API key is required: Authorization: Bearer <key>", headers={"WWW-Authenticate": "Bearer"})
+            await reply(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 def _turn(raw: dict[str, Any], field: str) -> Turn:

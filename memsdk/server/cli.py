@@ -1,11 +1,12 @@
-"""``memsdk serve``: the `memsdk.server` app under uvicorn, over one client it owns."""
+"""``memsdk serve`` (the `memsdk.server` app under uvicorn, over one client it owns) and
+``memsdk mcp`` (its memory tools over MCP on stdio, for an agent host that starts them)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import signal
-from typing import Any
+from typing import Any, NoReturn
 
 from memsdk.errors import InvalidInput
 
@@ -20,6 +21,29 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-body-bytes", type=int, default=1 << 20)
     p.add_argument("--cors-origin", action="append", default=[], help="allow browser calls from this origin (repeatable; default: CORS off)")
     p.set_defaults(handler=serve)
+    p = sub.add_parser("mcp", help="the memory tools over MCP on stdio, for an agent host (needs memsdk[server])")
+    p.add_argument("--user", help="user_id of the memory the tools reach")
+    p.add_argument("--agent", help="agent_id")
+    p.add_argument("--run", help="run_id")
+    p.set_defaults(handler=mcp_stdio)
+
+
+def mcp_stdio(args: argparse.Namespace, settings: dict[str, Any]) -> NoReturn:
+    """Serve the tools on stdin / stdout until the host closes them; the scope is the flags'."""
+    try:
+        from memsdk.server.mcp import memory_server
+    except ImportError:
+        raise InvalidInput("mcp", "needs the server extra: pip install 'memsdk[server]'") from None
+    from memsdk.client import MemoryClient
+    from memsdk.types import Scope
+
+    ids = {k: v for k, v in {"user_id": args.user, "agent_id": args.agent, "run_id": args.run}.items() if v}
+    if not ids:
+        raise InvalidInput("scope", "give --user, --agent or --run: the memory the tools reach")
+    scope = Scope(**ids)
+    with MemoryClient(**settings) as client:
+        memory_server(client, lambda ctx: scope).run("stdio")
+    raise SystemExit(0)  # not the command's JSON result: stdout carries the protocol only
 
 
 def serve(args: argparse.Namespace, settings: dict[str, Any]) -> Any:

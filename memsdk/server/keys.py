@@ -111,6 +111,11 @@ class Keyring:
             return cls.from_file(keys_file)
         return cls.from_pairs((os.environ if environ is None else environ).get(KEYS_ENV, ""))
 
+    def tenant_of(self, authorization: str | None) -> Tenant | None:
+        """The tenant of an ``Authorization: Bearer <key>`` header's value, or None."""
+        scheme, _, key = (authorization or "").partition(" ")
+        return self.tenant_for(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
+
     def tenant_for(self, key: str) -> Tenant | None:
         """The tenant of ``key``, or None for an unknown or revoked key. Every entry is
         compared, whatever matched, so the time taken does not say which one did."""
