@@ -18,6 +18,7 @@ binds it to the key's tenant.
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import os
 import uuid
@@ -51,10 +52,11 @@ from memsdk.errors import (
     StoreError,
     StoreUnavailable,
 )
+from memsdk.bank import BankLimits
 from memsdk.registry.gate import GateConfig, GateDecision
 from memsdk.types import HistoryEvent, MemoryRecord, Scope, ScoredMemory, Tier, Turn
 
-__all__ = ["RemoteMemoryClient", "AsyncRemoteMemoryClient", "DEFAULT_TIMEOUT_S"]
+__all__ = ["RemoteMemoryClient", "AsyncRemoteMemoryClient", "RemoteBank", "DEFAULT_TIMEOUT_S"]
 
 T = TypeVar("T")
 
@@ -341,13 +343,57 @@ def _headers(api_key: str | None) -> dict[str, str]:
 # -- the clients ------------------------------------------------------------------------------
 
 
+class RemoteBank:
+    """The part of the server's `MemoryBank` a remote client reaches (``client.bank``): the
+    calls the LangGraph store makes (`memsdk_adapters.langchain.store`), in the tenant's
+    scopes. Blocking, on a connection of its own, so an async client's store can run it
+    in a worker thread as it runs an embedded bank."""
+
+    def __init__(self, url: str, headers: Any, timeout: Any) -> None:
+        self._http = httpx.Client(base_url=url, headers=headers, timeout=timeout)
+        self.url = url
+
+    def _send(self, plan: _Plan[T]) -> T:
+        try:
+            r = self._http.request(**plan.request())
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+        return _settled(r, plan)
+
+    @functools.cached_property
+    def limits(self) -> BankLimits:
+        return self._send(_Plan("GET", "/v1/limits", lambda r: BankLimits(**r.json())))
+
+    def list(self, scope: ScopeLike, *, include_deleted: bool = False, limit: int | None = None, offset: int = 0, tier: Tier | str | None = None) -> builtins.list[MemoryRecord]:
+        return self._send(_Plans.list(scope, include_deleted, limit, offset, tier))
+
+    def search(self, scope: ScopeLike, query: str, *, limit: int = 10, tier: Tier | str | None = None, hybrid: bool = False) -> builtins.list[ScoredMemory]:
+        return self._send(_Plans.search(query, scope, limit, tier, hybrid))
+
+    def scopes(self, *, limit: int = 100_000) -> builtins.list[Scope]:
+        return self._send(_Plan("GET", "/v1/scopes", lambda r: [Scope.model_validate(s) for s in r.json()][:limit]))
+
+    def apply(self, scope: ScopeLike, ops: Iterable[Any], *, actor: Any = None) -> builtins.list[MemoryRecord]:
+        """The batch, as the API actor (the server's choice, whatever ``actor`` says); the records it wrote."""
+        body = [o.model_dump(mode="json") if hasattr(o, "model_dump") else o for o in ops]
+        return self._send(_Plan("POST", "/v1/apply", lambda r: _RECORDS.validate_python(r.json()), json={"scope": _scope(scope), "ops": body}))
+
+    def close(self) -> None:
+        self._http.close()
+
+
 class _ServerOwned:
     """What only the process that owns the store has: a remote client says so."""
 
+    _remote_bank: RemoteBank | None = None
+
     @property
-    def bank(self) -> Any:
-        """`InvalidInput`: the memory bank lives in the server's process."""
-        raise InvalidInput("bank", "a remote client has no bank in this process: the server owns it (the LangGraph store needs the embedded client)")
+    def bank(self) -> RemoteBank:
+        """The server's bank, as far as a tenant reaches it (`RemoteBank`)."""
+        if self._remote_bank is None:
+            http: Any = getattr(self, "_http")
+            self._remote_bank = RemoteBank(str(http.base_url), http.headers, http.timeout)
+        return self._remote_bank
 
     @property
     def registry(self) -> Any:
@@ -359,7 +405,7 @@ class _ServerOwned:
         raise InvalidInput("watch_policies", "the server serves what is promoted through it; a remote client has nothing to follow")
 
 
-class RemoteMemoryClient(_ServerOwned, MemoryClient):  # type: ignore[override]
+class RemoteMemoryClient(_ServerOwned, MemoryClient):  # type: ignore[misc]
     """`MemoryClient` over HTTP to `memsdk serve`; made by ``MemoryClient(url=..., api_key=...)``.
 
     ``timeout``: seconds per request (`DEFAULT_TIMEOUT_S`); ``transport``: an httpx
@@ -459,9 +505,11 @@ class RemoteMemoryClient(_ServerOwned, MemoryClient):  # type: ignore[override]
         if not self._closed:
             self._closed = True
             self._http.close()
+            if self._remote_bank is not None:
+                self._remote_bank.close()
 
 
-class AsyncRemoteMemoryClient(_ServerOwned, AsyncMemoryClient):  # type: ignore[override]
+class AsyncRemoteMemoryClient(_ServerOwned, AsyncMemoryClient):  # type: ignore[misc]
     """`AsyncMemoryClient` over HTTP to `memsdk serve`; made by ``AsyncMemoryClient(url=..., api_key=...)``."""
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S, transport: httpx.AsyncBaseTransport | None = None, **local: Any) -> None:  # noqa: D107
@@ -572,6 +620,8 @@ class AsyncRemoteMemoryClient(_ServerOwned, AsyncMemoryClient):  # type: ignore[
         if not self._closed:
             self._closed = True
             await self._http.aclose()
+            if self._remote_bank is not None:
+                self._remote_bank.close()
 
 
 def _same_docs(remote: type, local: type) -> None:

@@ -20,6 +20,8 @@ The API mirrors the client (`MemoryClient`), under ``/v1/``:
     POST   /v1/feedback                    {"answer_id", "correct", "gold"}
     GET    /v1/policies                    the versions serving (/v1/policies/stats: failure counters)
     POST   /v1/read                        {"source", "scope", "budget_tokens", "chunk_tokens"}
+    GET    /v1/scopes, /v1/limits          the tenant's scopes, the bank's limits
+    POST   /v1/apply                       {"scope", "ops"}: a batch of the bank's ops (the LangGraph store)
     POST   /v1/policies/{role}/use         {"version"}; admin keys only
     POST   /v1/policies/{role}/evaluate    {"version", "against", "on"}; admin keys only
     POST   /v1/policies/{role}/promote     {"version", "force", "on"}; admin keys only
@@ -39,6 +41,7 @@ thread-safe (a lock per scope stripe), so a slow answer does not hold up an inge
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -75,7 +78,7 @@ from memsdk.server.accepted import AcceptedIngests
 from memsdk.server.keys import Keyring, Tenant
 from memsdk.server.tenancy import bind, bound_line, public, public_line
 from memsdk.telemetry import Telemetry
-from memsdk.types import Scope, Turn
+from memsdk.types import API_ACTOR, Scope, Turn
 
 __all__ = ["create_app", "ServerLimits", "PROBLEM"]
 
@@ -161,6 +164,11 @@ class GateIn(_Body):
     against: str | None = Field(None, description="evaluate: the incumbent (default: the version serving).")
     on: Literal["locomo-val", "log"] = "locomo-val"
     force: bool = Field(False, description="promote: skip the gate (recorded in the audit trail).")
+
+
+class ApplyIn(_Body):
+    scope: ScopeIn
+    ops: list[dict[str, Any]] = Field(max_length=1000, description="The bank's ops (memsdk.types.Op as JSON).")
 
 
 class FeedbackIn(_Body):
@@ -499,6 +507,22 @@ def create_app(
     @app.post("/v1/memories/{memory_id}/restore", tags=["memories"])
     def restore(who: Who, memory_id: str, body: ScopeOnly) -> Any:
         return out(who, client.restore(memory_id, scope=scoped(who, body.scope)))
+
+    @app.get("/v1/scopes", tags=["bank"])
+    def scopes(who: Who) -> Any:
+        """The tenant's scopes that hold a live memory (ids only), as the tenant named them."""
+        return [public(who.name, {"scope": s.model_dump(mode="json")})["scope"] for s in client.bank.scopes() if _in_tenant(who.name, s.key)]
+
+    @app.post("/v1/apply", tags=["bank"])
+    def apply(who: Who, body: ApplyIn) -> Any:
+        """One batch of the bank's ops on the scope, all or nothing, as the API actor (the
+        LangGraph store's writes); an op naming another scope's memory is not found."""
+        return out(who, client.bank.apply(scoped(who, body.scope), body.ops, actor=API_ACTOR).records)
+
+    @app.get("/v1/limits", tags=["bank"])
+    def bank_limits(who: Who) -> Any:
+        """The bank's limits: text sizes, ops per batch, search depth."""
+        return dataclasses.asdict(client.bank.limits)
 
     @app.post("/v1/read", tags=["memory"])
     def read(who: Who, body: ReadIn) -> Any:

@@ -9,19 +9,23 @@ states both answers (`DIFFERENCES`); the README lists the same ones.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from langgraph.store.base import BaseStore, GetOp, InvalidNamespaceError, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
+from memsdk import AsyncMemoryClient, MemoryClient
 from memsdk.embedding import HashEmbedder
 from memsdk.errors import InvalidInput
 from memsdk_adapters.langchain.store import MemsdkStore
 
 DIM = 64
-KINDS = ["reference", "memsdk"]
+#: memsdk-remote: `MemsdkStore` over ``MemoryClient(url=...)`` to a live `memsdk serve`
+KINDS = ["reference", "memsdk", "memsdk-remote"]
 MODES = ["sync", "async"]
 
 
@@ -34,7 +38,8 @@ class Driver:
     (``await store.aput``): every test is written once, for both."""
 
     def __init__(self, store: BaseStore, kind: str, mode: str) -> None:
-        self.store, self.kind, self.mode = store, kind, mode
+        # the remote store is memsdk's, with the same answers where they differ from LangGraph's
+        self.store, self.kind, self.mode = store, kind.removesuffix("-remote"), mode
 
     def __getattr__(self, name: str) -> Any:
         async def call(*args: Any, **kwargs: Any) -> Any:
@@ -50,10 +55,34 @@ def store(request: pytest.FixtureRequest) -> Driver:
     kind, mode = request.param
     if kind == "reference":
         made: BaseStore = InMemoryStore(index={"dims": DIM, "embed": hash_embed, "fields": ["text"]})
+    elif kind == "memsdk-remote":
+        made = MemsdkStore(request.getfixturevalue("remote_client" if mode == "sync" else "remote_aclient"), fields=["text"], hybrid=False)
     else:
         client = request.getfixturevalue("client" if mode == "sync" else "aclient")
         made = MemsdkStore(client, fields=["text"], hybrid=False)
     return Driver(made, kind, mode)
+
+
+@pytest.fixture
+def served(tmp_path: Any) -> Iterator[Any]:
+    pytest.importorskip("fastapi")
+    from tests.server.serving import Servers
+
+    servers = Servers(tmp_path)
+    yield servers.start()
+    servers.stop_all()
+
+
+@pytest.fixture
+def remote_client(served: Any, tmp_path: Any) -> Iterator[MemoryClient]:
+    with MemoryClient(url=served.url, api_key="key-alpha", data_dir=tmp_path / "local") as c:
+        yield c
+
+
+@pytest_asyncio.fixture
+async def remote_aclient(served: Any, tmp_path: Any) -> AsyncIterator[AsyncMemoryClient]:
+    async with AsyncMemoryClient(url=served.url, api_key="key-alpha", data_dir=tmp_path / "local") as c:
+        yield c
 
 
 def keys(items: list[Any]) -> list[str]:

@@ -113,8 +113,8 @@ def test_a_refused_key_a_dead_server_and_a_bad_scope_are_typed_errors(serve, tmp
         with pytest.raises(ScopeRequired.__mro__[1]) as bad:  # InvalidInput, naming the field
             c.ingest(TURNS[0], scope="bob")  # type: ignore[arg-type]
         assert bad.value.field == "scope"
-        with pytest.raises(InvalidInput, match="bank"):
-            c.bank  # noqa: B018
+        with pytest.raises(InvalidInput, match="checkpoints"):
+            c.registry  # noqa: B018  (the server's files)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -116,6 +116,12 @@ def test_another_tenants_memory_is_404_exactly_like_one_that_does_not_exist(serv
             assert len({r.text for r in replies[:4]}) == 1  # the same words whoever owns it
         for answer in (answer_id, nowhere):
             is_problem(b.post("/v1/feedback", json={"answer_id": answer, "correct": False}), 404, "MemoryNotFound", "answer_id")
+        # the bank routes the LangGraph store uses: another tenant's id is not found, its scopes not listed
+        for memory in (mid, nowhere):
+            is_problem(b.post("/v1/apply", json={"scope": BOB, "ops": [{"op": "DELETE", "target": memory}]}), 404, "MemoryNotFound", "memory_id")
+        b.post("/v1/memories", json={"text": "beta's own", "scope": {"user_id": "zed"}})
+        assert a.get("/v1/scopes").json() == [{"user_id": "bob", "agent_id": None, "run_id": None}]
+        assert {s["user_id"] for s in b.get("/v1/scopes").json()} == {"zed"}
         # a scope that names the other tenant's prefix is a scope of the caller's own
         b.post("/v1/memories", json={"text": "beta writes", "scope": {"user_id": "alpha/bob"}})
         assert [m["text"] for m in a.get("/v1/memories", params=BOB).json()] == ["alpha's secret"]
