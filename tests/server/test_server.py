@@ -188,9 +188,10 @@ def test_oversized_bodies_are_413_declared_or_streamed_and_the_server_keeps_serv
 
 
 def test_sixteen_look_alike_tenants_never_see_each_others_data(serve) -> None:
-    """Every tenant uses the same user ids and runs a seeded random sequence over the API;
-    every text it writes carries its name. Then no tenant's list, search, answer, history or
-    export holds another's text, and an erase in one leaves the others whole."""
+    """Every tenant uses the same user ids and runs a seeded random sequence over the API
+    (ingest, add, update, delete, restore, answer with feedback, search, export into an
+    import); every text it writes carries its name. Then no tenant's list, search, answer,
+    history or export holds another's text, and an erase in one leaves the others whole."""
     tenants = {f"key-{i:02d}": f"t{i:02d}" for i in range(16)}
     s = serve(tenants=tenants)
     users = ["bob", "sue", "ann"]
@@ -202,8 +203,14 @@ def test_sixteen_look_alike_tenants_never_see_each_others_data(serve) -> None:
             name = rng.choice(sorted(clients))
             h, user = clients[name], {"user_id": rng.choice(users)}
             text = f"{name} fact {step}: lives in city {rng.randrange(50)}"
-            action = rng.choice(["ingest", "add", "update", "delete", "answer", "search"])
-            if action == "ingest":
+            action = rng.choice(["ingest", "add", "update", "delete", "restore", "answer", "search", "copy"])
+            if action == "copy":  # export one user, import into another of the same tenant
+                dump = h.post("/v1/export", json={"scope": user}).content
+                copy = {"user_id": f"copy-{step}"}
+                assert h.post("/v1/import", params=copy, content=dump).status_code == 200
+            elif action == "restore" and (gone := [m for m in h.get("/v1/memories", params={**user, "include_deleted": True}).json() if m["deleted"]]):
+                assert h.post(f"/v1/memories/{rng.choice(gone)['id']}/restore", json={"scope": user}).status_code == 200
+            elif action == "ingest":
                 assert h.post("/v1/ingest", json={"scope": user, "turn": turn(text, step)}).status_code == 200
                 written[name].add(text)
             elif action == "add":
@@ -219,14 +226,16 @@ def test_sixteen_look_alike_tenants_never_see_each_others_data(serve) -> None:
             elif action == "answer":
                 r = h.post("/v1/answer", json={"question": "where does she live?", "scopes": [{"user_id": u} for u in users]}).json()
                 assert all(e["text"].startswith(name) or name in e["text"] for e in r["evidence"])
+                assert h.post("/v1/feedback", json={"answer_id": r["answer_id"], "correct": True}).status_code == 204
             else:
                 hits = h.post("/v1/search", json={"query": "lives in city", "scope": user, "limit": 50}).json()
                 assert all(name in m["record"]["text"] for m in hits)
         for name, h in clients.items():
+            mine = [s["user_id"] for s in h.get("/v1/scopes").json()]  # the copies too
             seen = " ".join(
-                [m["text"] for u in users for m in h.get("/v1/memories", params={"user_id": u, "include_deleted": True}).json()]
-                + [e["after"] or "" for u in users for e in h.get("/v1/history", params={"user_id": u}).json()]
-                + [h.post("/v1/export", json={"scope": {"user_id": u}}).text for u in users]
+                [m["text"] for u in mine for m in h.get("/v1/memories", params={"user_id": u, "include_deleted": True}).json()]
+                + [e["after"] or "" for u in mine for e in h.get("/v1/history", params={"user_id": u}).json()]
+                + [h.post("/v1/export", json={"scope": {"user_id": u}}).text for u in mine]
             )
             others = [t for t in tenants.values() if t != name and f"{t} fact" in seen]
             assert others == [], (name, others)
