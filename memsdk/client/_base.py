@@ -88,6 +88,19 @@ class TimedEmbedder(EmbedderWrapper):
             self._local.elapsed = self.elapsed + time.perf_counter() - start
 
 
+def documented_as(cls: type, twin: type) -> None:
+    """Give each public method (or property) of ``cls`` without a docstring the one of its
+    namesake in ``twin``: the async client and the remote clients have the same calls,
+    arguments and errors as the client they mirror, so one text documents them all
+    (``help()`` and the API reference read it) and they cannot drift apart."""
+    for name, member in vars(cls).items():
+        own = member.fget if isinstance(member, property) else member
+        other = getattr(twin, name, None)
+        if name.startswith("_") or other is None or not callable(own) or own.__doc__:
+            continue
+        own.__doc__ = (other.fget if isinstance(other, property) else other).__doc__
+
+
 def in_process_model(model: str, default: str) -> dict[str, Any]:
     """`TransformersBackend` arguments for a model name: ``default`` (the client's model
     name, "smollm2" unless set) is SmolLM2 served under that name; a folder is loaded from

@@ -19,7 +19,7 @@ from typing import IO, Any, overload
 
 from tqdm import tqdm
 
-from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, batched, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model
+from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, batched, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model, documented_as
 from memsdk.client.policies import Endpoint, Switch
 from memsdk.client.pipeline import Adjacent, Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
 from memsdk.policies.base import Call, Chat, R, acall, achat
@@ -35,15 +35,10 @@ log = logging.getLogger("memsdk.client")
 
 
 def _documented_as_twin(cls: type[AsyncMemoryClient]) -> type[AsyncMemoryClient]:
-    """Give each public async method its sync twin's docstring when it has none of its own:
-    the two clients have the same methods, arguments and errors, so one text documents both
-    (``help()`` and the API reference read it) and the two cannot drift apart."""
+    """Each public async method documented by its sync twin (`documented_as`)."""
     from memsdk.client.sync import MemoryClient
 
-    for name, member in vars(cls).items():
-        twin = getattr(MemoryClient, name, None)
-        if not name.startswith("_") and callable(member) and not member.__doc__ and twin is not None:
-            member.__doc__ = twin.__doc__
+    documented_as(cls, MemoryClient)
     return cls
 
 

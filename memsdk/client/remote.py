@@ -30,7 +30,7 @@ from typing import IO, Any, Generic, TypeVar, overload
 import httpx
 from pydantic import TypeAdapter
 
-from memsdk.client._base import GateStates, ScopeLike, TurnLike
+from memsdk.client._base import GateStates, ScopeLike, TurnLike, documented_as
 from memsdk.client.aio import AsyncMemoryClient
 from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo, ReadResult
 from memsdk.client.sync import MemoryClient
@@ -325,6 +325,15 @@ def _raise(r: httpx.Response, plan: _Plan[Any]) -> None:
     raise MemsdkError(f"memsdk server replied {r.status_code}: {detail}")
 
 
+def _sent(http: httpx.Client, url: str, plan: _Plan[T]) -> T:
+    """``plan`` sent on a blocking connection, its reply read or raised."""
+    try:
+        r = http.request(**plan.request())
+    except httpx.TransportError as exc:
+        raise _unreachable(url, exc) from exc
+    return _settled(r, plan)
+
+
 def _settled(r: httpx.Response, plan: _Plan[T]) -> T:
     if r.status_code >= 400:
         _raise(r, plan)
@@ -354,11 +363,7 @@ class RemoteBank:
         self.url = url
 
     def _send(self, plan: _Plan[T]) -> T:
-        try:
-            r = self._http.request(**plan.request())
-        except httpx.TransportError as exc:
-            raise _unreachable(self.url, exc) from exc
-        return _settled(r, plan)
+        return _sent(self._http, self.url, plan)
 
     @functools.cached_property
     def limits(self) -> BankLimits:
@@ -421,11 +426,7 @@ class RemoteMemoryClient(_ServerOwned, MemoryClient):  # type: ignore[misc]
 
     def _send(self, plan: _Plan[T]) -> T:
         self._check_open()
-        try:
-            r = self._http.request(**plan.request())
-        except httpx.TransportError as exc:
-            raise _unreachable(self.url, exc) from exc
-        return _settled(r, plan)
+        return _sent(self._http, self.url, plan)
 
     @overload
     def ingest(self, turns: TurnLike, *, scope: ScopeLike | Callable[[Turn], ScopeLike], progress: bool | None = None) -> IngestResult: ...
@@ -609,12 +610,7 @@ class AsyncRemoteMemoryClient(_ServerOwned, AsyncMemoryClient):  # type: ignore[
 
     def _blocking(self, plan: _Plan[T]) -> T:
         self._check_open()
-        with httpx.Client(base_url=self.url, headers=self._http.headers, timeout=self._http.timeout) as http:
-            try:
-                r = http.request(**plan.request())
-            except httpx.TransportError as exc:
-                raise _unreachable(self.url, exc) from exc
-        return _settled(r, plan)
+        return self.bank._send(plan)  # the bank's blocking connection to the same server
 
     async def aclose(self) -> None:
         if not self._closed:
@@ -624,16 +620,5 @@ class AsyncRemoteMemoryClient(_ServerOwned, AsyncMemoryClient):  # type: ignore[
                 self._remote_bank.close()
 
 
-def _same_docs(remote: type, local: type) -> None:
-    """Each remote method documented by its embedded twin's docstring: one text, one contract."""
-    for name, member in vars(remote).items():
-        twin = getattr(local, name, None)
-        if name.startswith("_") or twin is None:
-            continue
-        target = member.fget if isinstance(member, property) else member
-        if callable(target) and not target.__doc__:
-            target.__doc__ = (twin.fget if isinstance(twin, property) else twin).__doc__
-
-
-_same_docs(RemoteMemoryClient, MemoryClient)
-_same_docs(AsyncRemoteMemoryClient, AsyncMemoryClient)
+documented_as(RemoteMemoryClient, MemoryClient)
+documented_as(AsyncRemoteMemoryClient, AsyncMemoryClient)

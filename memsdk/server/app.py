@@ -75,7 +75,7 @@ from memsdk.errors import (
 )
 from memsdk.outbox import QueueFull
 from memsdk.server.accepted import AcceptedIngests
-from memsdk.server.keys import Keyring, Tenant
+from memsdk.server.keys import KEY_REQUIRED, Keyring, Tenant
 from memsdk.server.tenancy import bind, bound_line, public, public_line
 from memsdk.telemetry import Telemetry
 from memsdk.types import API_ACTOR, Scope, Turn
@@ -86,6 +86,8 @@ log = logging.getLogger("memsdk.server")
 
 PROBLEM = "application/problem+json"
 _PROBE = Scope(run_id=".readyz")
+#: the challenge a 401 carries
+_BEARER = {"WWW-Authenticate": "Bearer"}
 NDJSON = "application/x-ndjson"
 
 
@@ -307,7 +309,7 @@ def _tenant(request: Request) -> Tenant:
     keys: Keyring = request.app.state.keys
     found = keys.tenant_of(request.headers.get("authorization"))
     if found is None:
-        raise _Problem(401, "Unauthorized", "a valid API key is required: Authorization: Bearer <key>", headers={"WWW-Authenticate": "Bearer"})
+        raise _Problem(401, "Unauthorized", KEY_REQUIRED, headers=_BEARER)
     return found
 
 
@@ -355,7 +357,6 @@ def create_app(
             log.warning("%d accepted turns not ingested at shutdown; the next start ingests them", left)
 
     app = FastAPI(title="memsdk", version="1", summary="Agent memory with trained, hot-swappable policies", openapi_url="/openapi.json", docs_url=None, redoc_url=None, lifespan=lifespan)
-    app.state.accepted = queue
     if tools is not None:
         from memsdk.server.mcp import MCP_PATH, http_asgi
 
@@ -629,7 +630,7 @@ class _Keyed:
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if self.keys.tenant_of(dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")) is None:
-            reply = problem(401, "Unauthorized", "a valid API key is required: Authorization: Bearer <key>", headers={"WWW-Authenticate": "Bearer"})
+            reply = problem(401, "Unauthorized", KEY_REQUIRED, headers=_BEARER)
             await reply(scope, receive, send)
             return
         await self.app(scope, receive, send)

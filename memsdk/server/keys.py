@@ -29,9 +29,11 @@ from pathlib import Path
 
 from memsdk.errors import InvalidInput
 
-__all__ = ["Tenant", "Keyring", "hash_key", "TENANT_NAME", "KEYS_ENV"]
+__all__ = ["Tenant", "Keyring", "hash_key", "TENANT_NAME", "KEYS_ENV", "KEY_REQUIRED"]
 
 KEYS_ENV = "MEMSDK_API_KEYS"
+#: what a request without a valid key is told, over REST and MCP alike
+KEY_REQUIRED = "a valid API key is required: Authorization: Bearer <key>"
 #: a tenant's name: it prefixes every scope id the tenant's requests name, so it holds no "/"
 TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 

@@ -25,7 +25,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from memsdk.client import MemoryClient
 from memsdk.errors import MemoryNotFound, MemsdkError, NotAuthorized
-from memsdk.server.keys import Keyring
+from memsdk.server.keys import KEY_REQUIRED, Keyring
 from memsdk.server.tenancy import bind
 from memsdk.tool_replies import forgotten, recalled, remembered
 from memsdk.types import Scope
@@ -53,7 +53,7 @@ def scope_from_key(keys: Keyring) -> ScopeOf:
         headers: Mapping[str, str] = ctx.headers or {}
         tenant = keys.tenant_of(headers.get("authorization"))
         if tenant is None:
-            raise NotAuthorized("a valid API key is required: Authorization: Bearer <key>")
+            raise NotAuthorized(KEY_REQUIRED)
         return bind(tenant.name, {"user_id": headers.get(USER_HEADER) or "default"})
 
     return scope_of
