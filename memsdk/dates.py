@@ -66,7 +66,8 @@ def render_day(value: datetime) -> str:
 
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
 _WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
-_COUNT = r"(?P<n>\d{1,2}|" + "|".join(_NUMBERS) + r")"
+_NUMBER = r"\d{1,2}|" + "|".join(_NUMBERS)
+_COUNT = r"(?P<n>" + _NUMBER + ")"
 
 
 def _month(value: datetime, delta: int) -> str:
@@ -79,7 +80,25 @@ def _last_weekday(value: datetime, name: str) -> str:
     return render_day(value - timedelta(days=back))
 
 
+def _coming_weekday(value: datetime, name: str, *, today: bool) -> str:
+    """The first ``name`` after ``value`` ("next Friday" said on a Saturday is six days on:
+    the reading most people mean and calendars apply); ``today``: ``value`` itself may be it
+    ("this Friday" said on a Friday)."""
+    ahead = (_WEEKDAYS.index(name.lower()) - value.weekday()) % 7
+    return render_day(value + timedelta(days=ahead if today else ahead or 7))
+
+
+_DAYS = "(?P<day>" + "|".join(_WEEKDAYS) + ")"
+
 _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], datetime], str]]] = [
+    # the longer phrase first: a match that starts earlier wins, so "tomorrow" inside "the
+    # day after tomorrow" and "today" inside "a week from today" are not resolved again
+    (re.compile(r"\bthe day after tomorrow\b", re.I), lambda m, d: render_day(d + timedelta(days=2))),
+    (re.compile(r"\bthe day before yesterday\b", re.I), lambda m, d: render_day(d - timedelta(days=2))),
+    (re.compile(r"\b(?:in " + _COUNT + r" days?|(?P<n2>" + _NUMBER + r") days? from (?:now|today))\b", re.I), lambda m, d: render_day(d + timedelta(days=_n(m)))),
+    (re.compile(r"\b(?:in " + _COUNT + r" weeks?|(?P<n2>" + _NUMBER + r") weeks? from (?:now|today))\b", re.I), lambda m, d: render_day(d + timedelta(weeks=_n(m)))),
+    (re.compile(r"\bnext " + _DAYS + r"\b", re.I), lambda m, d: _coming_weekday(d, m["day"], today=False)),
+    (re.compile(r"\bthis (?:coming )?" + _DAYS + r"\b", re.I), lambda m, d: _coming_weekday(d, m["day"], today=True)),
     (re.compile(r"\b(?:yesterday|last night)\b", re.I), lambda m, d: render_day(d - timedelta(days=1))),
     (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.I), lambda m, d: render_day(d)),
     (re.compile(r"\btomorrow\b", re.I), lambda m, d: render_day(d + timedelta(days=1))),
@@ -94,12 +113,12 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], datetime], str]]] =
     (re.compile(r"\blast year\b", re.I), lambda m, d: str(d.year - 1)),
     (re.compile(r"\bnext year\b", re.I), lambda m, d: str(d.year + 1)),
     (re.compile(r"\b" + _COUNT + r" years? ago\b", re.I), lambda m, d: str(d.year - _n(m))),
-    (re.compile(r"\blast (?P<day>" + "|".join(_WEEKDAYS) + r")\b", re.I), lambda m, d: _last_weekday(d, m["day"])),
+    (re.compile(r"\blast " + _DAYS + r"\b", re.I), lambda m, d: _last_weekday(d, m["day"])),
 ]
 
 
 def _n(match: re.Match[str]) -> int:
-    raw = match["n"].lower()
+    raw = next(v for k, v in match.groupdict().items() if k.startswith("n") and v).lower()
     return int(raw) if raw.isdigit() else _NUMBERS[raw]
 
 
@@ -110,14 +129,17 @@ def resolve_relative(text: str, when: datetime | None) -> str:
     about May 7th now finds the turn (LoCoMo's temporal questions ask for these dates).
     What it resolves: yesterday / today / tonight / tomorrow / last night, N days / weeks /
     months / years ago, last / next week, last weekend, last / next month, last / next
-    year, last <weekday>. Text without ``when``, or already resolved, is returned unchanged."""
+    year, last <weekday>, next / this <weekday> (the coming one), in N days / weeks, N
+    days / weeks from now or today, the day after tomorrow, the day before yesterday. Text without ``when``, or already resolved, is returned unchanged."""
     if when is None:
         return text
-    out, last = [], 0
-    spans = sorted(((m.start(), m.end(), rule(m, when)) for pattern, rule in _RULES for m in pattern.finditer(text)), key=lambda s: s[0])
+    out, last, reach = [], 0, 0
+    spans = sorted(((m.start(), m.end(), rule(m, when)) for pattern, rule in _RULES for m in pattern.finditer(text)), key=lambda s: (s[0], -s[1]))
     for start, end, meaning in spans:
-        if start < last or text[end:].startswith(f" ({meaning})"):
-            continue  # overlaps an earlier phrase, or resolved already
-        out.append(text[last:end] + f" ({meaning})")
-        last = end
+        if start < reach:
+            continue  # inside an earlier phrase: "tomorrow" in "the day after tomorrow"
+        reach = end
+        if not text[end:].startswith(f" ({meaning})"):  # not resolved already
+            out.append(text[last:end] + f" ({meaning})")
+            last = end
     return "".join(out) + text[last:]

@@ -46,6 +46,10 @@ def test_an_aware_datetime_keeps_its_zone_and_renders_like_locomo() -> None:
         ("Last year I ran; next month I start.", "Last year (2022) I ran; next month (June 2023) I start."),
         ("3 days ago, last weekend, last week", "3 days ago (5 May 2023), last weekend (the weekend before 8 May 2023), last week (the week before 8 May 2023)"),
         ("In January, two months ago", "In January, two months ago (March 2023)"),
+        ("The exam is next Friday; we meet next Monday.", "The exam is next Friday (12 May 2023); we meet next Monday (15 May 2023)."),  # the coming one, never today
+        ("This Monday is busy, this coming Sunday too.", "This Monday (8 May 2023) is busy, this coming Sunday (14 May 2023) too."),
+        ("The day after tomorrow, not tomorrow.", "The day after tomorrow (10 May 2023), not tomorrow (9 May 2023)."),
+        ("In 3 days, a week from today, two weeks from now.", "In 3 days (11 May 2023), a week from today (15 May 2023), two weeks from now (22 May 2023)."),
         ("Nothing relative here.", "Nothing relative here."),
     ],
 )

@@ -205,6 +205,31 @@ def _older(found: list[MemoryRecord]) -> list[MemoryRecord]:
     return [r for r in found if newest - r.valid_from > SAME_STATEMENT]
 
 
+_SUBJECT = frozenset("i i'm i've it it's its we we're he he's she she's they they're you my our his her their".split())
+
+
+def _corrected(correction: Correction, text: str) -> str:
+    """``text`` with the wrong value replaced by the right one. The right side may restate
+    the frame the memory already has ("correction: I eat gluten-free, not vegetarian" for
+    "I've been eating vegetarian for years"): its leading words that are a subject or that
+    the memory says before the value ("eat" / "eating") are left out, so the fact reads "...
+    eating gluten-free ...", not "... eating I eat gluten-free ...". Never shorter than the
+    wrong value: "the 10th" for "the 3rd" stays whole."""
+    found = re.search(rf"(?<!\w){re.escape(correction.wrong)}(?!\w)", text, re.I)
+    if found is None:
+        return text
+    said = _words(text[: found.start()])
+    stems = {w[:3] for w in said if len(w) >= 3}
+
+    def restated(word: str) -> bool:
+        return word in _SUBJECT or word in said or (len(word) >= 3 and word[:3] in stems)
+
+    right = correction.right.split()
+    while len(right) > len(correction.wrong.split()) and restated(right[0].lower().strip(",")):
+        right = right[1:]
+    return text[: found.start()] + " ".join(right) + text[found.end():]
+
+
 def supersede_ops(intent: Forget | Correction, candidates: Sequence[MemoryRecord], *, request: MemoryRecord | None = None) -> tuple[list[Op], str | None]:
     """The ops that retire the superseded content, or none and the reason.
 
@@ -231,7 +256,7 @@ def supersede_ops(intent: Forget | Correction, candidates: Sequence[MemoryRecord
             else:
                 ops.append(Op.delete(r.id, expected_version=r.version))
             continue
-        text = re.sub(rf"(?<!\w){re.escape(intent.wrong)}(?!\w)", intent.right, r.text, flags=re.I) if isinstance(intent, Correction) else _forget_in(intent, r.text)
+        text = _corrected(intent, r.text) if isinstance(intent, Correction) else _forget_in(intent, r.text)
         ops.append(Op.update(r.id, text, expected_version=r.version) if text else Op.delete(r.id, expected_version=r.version))
     return ops, None
 

@@ -176,6 +176,24 @@ def test_a_correction_after_wrong_replaces_the_date_without_the_preposition() ->
     assert [op.text for op in ops] == ["Leo is training for the Lisbon half marathon on 19 April"]
 
 
+@pytest.mark.parametrize(
+    "request_text, fact, rewritten",
+    [
+        # the right side restates the fact's frame: only the value is swapped in
+        ("Correction: I eat gluten-free, not vegetarian.", "I've been eating vegetarian for years.", "I've been eating gluten-free for years."),
+        ("Oops, I mixed that up: my car is a VW Golf, not Ford Focus.", "My car is a Ford Focus, old but reliable.", "My car is a VW Golf, old but reliable."),
+        # never shorter than the wrong value, and a new word is kept
+        ("Sorry, the wedding is on the 10th, not the 3rd.", "The wedding is on the 3rd in Lisbon.", "The wedding is on the 10th in Lisbon."),
+        ("Sorry, I meant Anna Marie, not Anna.", "My sister is Anna.", "My sister is Anna Marie."),
+    ],
+)
+def test_a_correction_swaps_the_value_not_the_words_around_it(request_text: str, fact: str, rewritten: str) -> None:
+    correction = classify(request_text)
+    assert isinstance(correction, Correction)
+    ops, _ = supersede_ops(correction, [record(fact)])
+    assert [op.text for op in ops] == [rewritten]
+
+
 def test_my_previous_email_spares_the_newest_statement_when_nothing_is_superseded() -> None:
     old = record("Reach me at maya@oldmail.com", Tier.EPISODIC).model_copy(update={"occurred_at": datetime(2025, 1, 5, tzinfo=UTC)})
     new = record("My new email is maya@newmail.org", Tier.EPISODIC).model_copy(update={"occurred_at": datetime(2025, 3, 1, tzinfo=UTC)})
