@@ -257,7 +257,9 @@ _TOPICS_SOURCE: tuple[tuple[str, str], ...] = (
     (r"money|salar(?:y|ies)|income|debts?|financ\w*|wages?|pay|earnings|savings|loans?|mortgage|net worth|bankruptcy",
      "salar, income, debt, loan, mortgage, overdraft, bankrupt, paycheck, paycheque, payslip, pay rise, pay cut, wage, earnings, i earn, savings, "
      "net worth, credit score, taxes, tax return, pension, inheritance, financ"),
-    (r"relationships?|divorce|dating|love life|sex life|partner|marriage|break-?up|ex|boyfriend|girlfriend|husband|wife|spouse|affair|separation",
+    # "who my cousin is dating": the question names the topic as well as the noun does
+    (r"relationships?|divorce|dating|love life|sex life|partner|marriage|break-?up|ex|boyfriend|girlfriend|husband|wife|spouse|affair|separation"
+     r"|who (?:[\w'-]+ ){0,4}?(?:dating|seeing|going out with|married to|engaged to|in a relationship with)",
      "relationship, divorc, separated, breakup, break-up, broke up, breaking up, dating, girlfriend, boyfriend, husband, wife, wives, spouse, partner, "
      "married, marriage, fianc, got engaged, my wedding, our wedding, ex, affair, cheated on, cheating on, tinder, romantic, lover, love life, sex life"),
     (r"religio\w*|faith|beliefs|spirituality|church",

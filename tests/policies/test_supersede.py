@@ -132,6 +132,15 @@ def test_a_forget_that_names_a_topic_matches_what_states_it_and_nothing_else() -
     assert refused is None and [op.target for op in ops] == [told.id]
 
 
+@pytest.mark.parametrize("text", ["I'd rather you didn't store anything about who my cousin Fatima is dating.", "Please forget who I'm seeing."])
+def test_who_someone_is_dating_names_the_relationship_topic(text: str) -> None:
+    intent = classify(text)
+    assert isinstance(intent, Forget) and intent.topic and not intent.kinds
+    partner, job = record("My cousin Fatima's partner Zara is coming to dinner on Sunday"), record("I work as a line cook")
+    ops, _ = supersede_ops(intent, [partner, job])
+    assert [op.target for op in ops] == [partner.id]
+
+
 def test_a_phone_forget_deletes_every_memory_holding_a_number_and_keeps_the_rest() -> None:
     intent = classify("could you not keep my phone number anywhere")
     assert isinstance(intent, Forget)
