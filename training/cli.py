@@ -1,4 +1,4 @@
-"""``python -m memsdk_training train manager|manager-ppo|answerer|memory-r2|writer|memagent|deltamem|pairs --config FILE``
+"""``python -m memsdk_training train manager|manager-ppo|answerer|memory-r2|writer|memagent|deltamem|pairs|pairs-cross --config FILE``
 and ``python -m memsdk_training retrain answerer|manager --from-log DATA_DIR`` (`memsdk_training.retrain`).
 
 The config file (YAML or JSON) fills the recipe's typed config; ``--steps``,
@@ -8,6 +8,8 @@ The config file (YAML or JSON) fills the recipe's typed config; ``--steps``,
 vf_coef, value_clip, value_lr), which makes the loop's learner PPO with a value head.
 ``pairs`` is the pair manager's classifier (`recipes.pair_classifier`, `configs/pairs.yaml`):
 supervised, with its own trainer; ``--steps`` and ``--device`` do not apply to it.
+``pairs-cross`` is the cross-encoder served mixed with that head (`recipes.cross_encoder`,
+`configs/pairs_cross.yaml`), supervised the same way.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ RECIPES = {
     "memagent": ("memagent", "MemAgentDAPOConfig", "MemAgentRecipe"),
 }
 
+#: supervised classifiers (recipe name -> module with a ``main(argv)``), not on-policy loops
+SUPERVISED = {"pairs": "pair_classifier", "pairs-cross": "cross_encoder"}
+
 
 def build_recipe(name: str, config_path: str, **overrides: Any) -> Any:
     import importlib
@@ -47,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memsdk_training")
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="run a training recipe")
-    train.add_argument("recipe", choices=sorted([*RECIPES, "pairs"]))
+    train.add_argument("recipe", choices=sorted([*RECIPES, *SUPERVISED]))
     train.add_argument("--config", required=True, help="YAML or JSON file (training/configs/)")
     train.add_argument("--steps", type=int)
     train.add_argument("--output-dir")
@@ -59,10 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "retrain":
         print(json.dumps(run(args, {}), indent=2))
         return 0
-    if args.recipe == "pairs":  # a classifier, not an on-policy loop: its own trainer reads the config
-        from .recipes.pair_classifier import main as train_pairs
+    if args.recipe in SUPERVISED:  # a classifier, not an on-policy loop: its own trainer reads the config
+        import importlib
 
-        return train_pairs(["--config", args.config, *(["--output-dir", args.output_dir] if args.output_dir else [])])
+        trainer = importlib.import_module(f"{__package__}.recipes.{SUPERVISED[args.recipe]}")
+        return int(trainer.main(["--config", args.config, *(["--output-dir", args.output_dir] if args.output_dir else [])]))
     recipe = build_recipe(args.recipe, args.config, steps=args.steps, output_dir=args.output_dir, device=args.device)
     recipe.setup()
     try:

@@ -29,7 +29,7 @@ from memsdk.policies import NAMED, ExtractiveAnswerer, HeuristicExtractor, Heuri
 from memsdk.policies.custom import is_prompt_policy, plug
 from memsdk.embedding import Embedder
 from memsdk.policies.pair_manager import PairManager
-from memsdk.policies.relations import PairClassifier
+from memsdk.policies.cross_encoder import load_relations
 from memsdk.policies.plugins import load_installed
 from memsdk.policies.reader import LLMReader, WindowReader
 from memsdk.policies.spec import LLMSpec, RolePolicies, label
@@ -268,7 +268,7 @@ class PolicySet(Generic[B]):
         registry = next((r for r in (self.registry, shipped) if any(m.version == version for m in r.versions(role))), shipped)
         manifest = registry.get(role, version)
         try:
-            head = PairClassifier.load(registry.adapter_dir(manifest))
+            head = load_relations(registry.adapter_dir(manifest))
             shared = self._embedder if self._embedder is not None and self._embedder.name == head.embedder else None
             return PairManager(head, shared)
         except ValueError as exc:

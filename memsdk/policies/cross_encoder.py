@@ -1,0 +1,243 @@
+"""What a new fact does to an old memory, read by a model that sees both texts at once.
+
+The pair head (`relations.PairClassifier`) compares two embeddings made apart, plus cue
+words. It cannot see that "I've been going out with Lina" is about the same slot as "my
+partner Mei": the embeddings of the two are far apart, and no cue word says so. A
+cross-encoder reads "new [SEP] old" through MiniLM's attention, word against word.
+
+`CrossEncoder`: MiniLM (the weights the embedder ships, `minilm_path`) with a LoRA adapter
+merged into its linear layers, mean-pooled, and a linear layer over the relations. The
+adapter is a few hundred kB (``cross.npz``), so a version ships in the package like a pair
+head; no weights of MiniLM's own are stored. Served on one torch thread, as the embedder is.
+
+`MixedRelations`: the served model, the mean of the two classifiers' probabilities,
+
+    P(r | new, old) = mix * P_cross(r | new, old) + (1 - mix) * P_head(r | u, v, new, old)
+
+On the management benchmark's val pairs the two err on different pairs: the head on
+phrasings without a cue, the cross-encoder on phrasings it never saw in training (it fits
+the train templates). The mean retired more of what should be retired, with fewer wrong
+retirements, than either alone (README, "What is true now").
+
+A mixed version's folder: ``manifest.json`` (format `MIXED_FORMAT`, the mix, the LoRA
+shape, the retirement threshold measured on val), ``cross.npz``, and ``head/`` (a pair head
+folder, `PairClassifier.save`). `load_relations` opens either kind of folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memsdk.embedding.minilm import minilm_path, torch_threads
+from memsdk.policies.relations import HEAD_FORMAT, RELATIONS, PairClassifier, RelationModel, relation_text
+
+__all__ = ["MIXED_FORMAT", "CROSS_WEIGHTS", "CLASSIFIER", "LoraSpec", "CrossEncoder", "MixedRelations", "pair_logits", "merge_lora", "load_relations"]
+
+MIXED_FORMAT = "memsdk-pair-mixed/1"
+CROSS_WEIGHTS = "cross.npz"
+#: the classifier layer's arrays in ``cross.npz``; every other pair of arrays is a LoRA
+#: adapter, ``<module path>.A`` [r, in] and ``<module path>.B`` [out, r]
+CLASSIFIER = "classifier"
+_CLS_W, _CLS_B = f"{CLASSIFIER}.weight", f"{CLASSIFIER}.bias"
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """The adapter's shape: rank ``r``, scaling ``alpha / r`` (as peft applies it), and the
+    linear layers it adapts, by the last part of their name ("query", "dense")."""
+
+    r: int = 16
+    alpha: float = 32.0
+    targets: tuple[str, ...] = ("query", "key", "value", "dense")
+
+    @property
+    def scale(self) -> float:
+        return self.alpha / self.r
+
+
+class CrossEncoder:
+    """MiniLM + a merged LoRA adapter + a linear layer: relation probabilities of text pairs.
+
+    ``arrays``: the adapter and the classifier (module docstring). The model is built on
+    first use (a client that never ingests a fact never loads it), once, under a lock."""
+
+    def __init__(self, arrays: Mapping[str, np.ndarray], lora: LoraSpec, *, max_length: int = 96, threads: int | None = 1, base: str | os.PathLike[str] | None = None) -> None:
+        if _CLS_W not in arrays or _CLS_B not in arrays:
+            raise ValueError(f"a cross-encoder's weights need {_CLS_W!r} and {_CLS_B!r}")
+        if arrays[_CLS_W].shape[0] != len(RELATIONS):
+            raise ValueError(f"the classifier has {arrays[_CLS_W].shape[0]} outputs for {len(RELATIONS)} relations")
+        self.arrays, self.lora, self.max_length, self.threads = dict(arrays), lora, max_length, threads
+        self.base = Path(base) if base is not None else minilm_path()
+        self._model: Any = None
+        self._lock, self._calls = threading.Lock(), threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                import torch
+                from transformers import AutoModel, AutoTokenizer
+
+                with torch_threads(self.threads):
+                    encoder = AutoModel.from_pretrained(str(self.base))
+                    merge_lora(encoder, self.arrays, self.lora)
+                    encoder.eval()
+                classifier = torch.nn.Linear(encoder.config.hidden_size, len(RELATIONS))
+                classifier.load_state_dict({"weight": torch.from_numpy(self.arrays[_CLS_W]), "bias": torch.from_numpy(self.arrays[_CLS_B])})
+                self._model = (AutoTokenizer.from_pretrained(str(self.base)), encoder, classifier)
+        return self._model
+
+    def predict(self, new: Sequence[str], old: Sequence[str]) -> np.ndarray:
+        """[n, len(RELATIONS)] probabilities, columns in `RELATIONS` order."""
+        if not new:
+            return np.zeros((0, len(RELATIONS)))
+        import torch
+
+        tokenizer, encoder, classifier = self._load()
+        # one call at a time: a fast tokenizer shared by threads raises "Already borrowed"
+        with self._calls, torch_threads(self.threads), torch.inference_mode():
+            logits = pair_logits(tokenizer, encoder, classifier, new, old, max_length=self.max_length)
+            probs: np.ndarray = torch.softmax(logits, dim=1).double().numpy()
+        return probs
+
+
+def pair_logits(tokenizer: Any, encoder: Any, classifier: Any, new: Sequence[str], old: Sequence[str], *, max_length: int) -> Any:
+    """The relation logits (a torch tensor [n, len(RELATIONS)]) of the pairs: "new [SEP]
+    old" (each without its header, `relation_text`) through ``encoder``, mean-pooled over
+    the tokens, through ``classifier``. With gradients where the caller enables them: the
+    trainer runs it over the LoRA-wrapped encoder, serving over the merged one."""
+    batch = tokenizer([relation_text(t) for t in new], [relation_text(t) for t in old], padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    hidden = encoder(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+    return classifier((hidden * mask).sum(1) / mask.sum(1))
+
+
+def merge_lora(model: Any, arrays: Mapping[str, np.ndarray], lora: LoraSpec) -> int:
+    """Add each adapter's ``B @ A * scale`` to the weight of the module it names; the
+    number of modules changed. KeyError for a module ``model`` does not have."""
+    import torch
+
+    names = sorted({k.rsplit(".", 1)[0] for k in arrays if k.endswith((".A", ".B"))})
+    with torch.no_grad():
+        for name in names:
+            module = model.get_submodule(name)
+            delta = torch.from_numpy(arrays[f"{name}.B"]) @ torch.from_numpy(arrays[f"{name}.A"])
+            if delta.shape != module.weight.shape:
+                raise ValueError(f"the adapter of {name} is {tuple(delta.shape)}, its weight {tuple(module.weight.shape)}")
+            module.weight += delta.to(module.weight.dtype) * lora.scale
+    return len(names)
+
+
+@dataclass(frozen=True, eq=False)
+class MixedRelations:
+    """The served model: a pair head and a cross-encoder, their probabilities mixed
+    (module docstring). A `RelationModel`; ``supersede_at`` is the retirement threshold
+    measured for this mix on val (`PairManager` uses it unless given its own)."""
+
+    head: PairClassifier
+    cross: CrossEncoder
+    mix: float = 0.5
+    version: str = "pairs-x1"
+    supersede_at: float | None = None
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.mix <= 1.0:
+            raise ValueError(f"mix must be within [0, 1], got {self.mix}")
+
+    @property
+    def embedder(self) -> str:
+        return self.head.embedder
+
+    def predict_pairs(self, new: Sequence[str], old: Sequence[str], u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        head = self.head.predict_pairs(new, old, u, v)
+        return head if self.mix == 0.0 else self.mix * self.cross.predict(new, old) + (1.0 - self.mix) * head
+
+    def save(self, folder: str | os.PathLike[str], *, config: Mapping[str, Any] | None = None, training_data_hash: str | None = None) -> Path:
+        """Write the folder of the module docstring; the manifest has the registry's fields."""
+        out = Path(folder)
+        self.head.save(out / "head", config={"note": f"the pair head inside {self.version}"})
+        arrays: dict[str, Any] = {k: v.astype(np.float32) for k, v in self.cross.arrays.items()}  # Any: as in PairClassifier.save
+        np.savez_compressed(out / CROSS_WEIGHTS, **arrays)
+        manifest = {
+            "role": "manager",
+            "version": self.version,
+            "base_model": self.embedder,
+            "adapter_path": ".",
+            "created_at": datetime.now(UTC).isoformat(),
+            "training_data_hash": training_data_hash,
+            "eval_metrics": {k: float(v) for k, v in self.metrics.items()},
+            "config": {
+                "format": MIXED_FORMAT,
+                "head": "head",
+                "cross": {"weights": CROSS_WEIGHTS, "lora": {"r": self.cross.lora.r, "alpha": self.cross.lora.alpha, "targets": list(self.cross.lora.targets)}, "max_length": self.cross.max_length, "pooling": "mean"},
+                "mix": self.mix,
+                "supersede_at": self.supersede_at,
+                "labels": [str(r) for r in RELATIONS],
+                "training": dict(config or {}),
+            },
+            "promote": False,
+            "prompt": None,
+        }
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        return out
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str], *, base: str | os.PathLike[str] | None = None) -> MixedRelations:
+        root = Path(folder)
+        manifest = _manifest(root)
+        spec = manifest["config"]
+        if spec.get("format") != MIXED_FORMAT:
+            raise ValueError(f"{root} is not a mixed pair model ({MIXED_FORMAT}): its manifest says format {spec.get('format')!r}")
+        if spec.get("labels") != [str(r) for r in RELATIONS]:
+            raise ValueError(f"{root} was trained on the relations {spec.get('labels')}, not {[str(r) for r in RELATIONS]}")
+        cross = spec["cross"]
+        with np.load(root / cross["weights"], allow_pickle=False) as arrays:
+            weights = {k: arrays[k] for k in arrays.files}
+        lora = LoraSpec(r=int(cross["lora"]["r"]), alpha=float(cross["lora"]["alpha"]), targets=tuple(cross["lora"]["targets"]))
+        return cls(
+            head=PairClassifier.load(root / spec["head"]), cross=CrossEncoder(weights, lora, max_length=int(cross["max_length"]), base=base),
+            mix=float(spec["mix"]), version=manifest["version"], supersede_at=spec.get("supersede_at"), metrics=dict(manifest.get("eval_metrics", {})),
+        )
+
+
+def _manifest(root: Path) -> dict[str, Any]:
+    try:
+        manifest: dict[str, Any] = json.loads((root / "manifest.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{root} has no readable manifest.json: {exc}") from None
+    return manifest
+
+
+def load_relations(folder: str | os.PathLike[str]) -> RelationModel:
+    """The relation model saved in ``folder``: a pair head or a mixed model, by the format
+    its manifest names. ValueError for any other folder.
+
+    One per folder and process, while its manifest is unchanged: the models are immutable,
+    and clients opened one after another (an evaluation opens one per conversation) would
+    otherwise each load MiniLM's weights again."""
+    root = Path(folder).resolve()
+    try:
+        stamp = (root / "manifest.json").stat().st_mtime_ns
+    except OSError as exc:
+        raise ValueError(f"{root} has no readable manifest.json: {exc}") from None
+    return _load_relations(root, stamp)
+
+
+@lru_cache(maxsize=8)
+def _load_relations(root: Path, stamp: int) -> RelationModel:
+    kind = _manifest(root).get("config", {}).get("format")
+    if kind == MIXED_FORMAT:
+        return MixedRelations.load(root)
+    if kind == HEAD_FORMAT:
+        return PairClassifier.load(root)
+    raise ValueError(f"{root} holds neither a pair head ({HEAD_FORMAT}) nor a mixed pair model ({MIXED_FORMAT}): format {kind!r}")

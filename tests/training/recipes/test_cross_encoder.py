@@ -1,0 +1,81 @@
+"""The pair cross-encoder's trainer, and the mixed model it writes, with the real MiniLM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from memsdk.policies.cross_encoder import CrossEncoder, LoraSpec, MixedRelations, load_relations, pair_logits
+from memsdk.policies.pair_manager import PairManager
+from memsdk.policies.relations import RELATIONS, PairClassifier
+from memsdk.registry import PACKAGED_DIR
+from memsdk_training.recipes.cross_encoder import CrossEncoderConfig, lora_arrays, retire_threshold, train_cross_encoder
+
+from ...policies.conftest import memory
+from .test_pair_classifier import synthetic_pairs
+
+peft = pytest.importorskip("peft")
+transformers = pytest.importorskip("transformers")
+
+HEAD = PACKAGED_DIR / "manager" / "pairs-v2"
+PAIRS = [("We just moved to Halifax", "I live in Seattle"), ("We adopted a second dog, Pixel", "I have a dog named Rocket"), ("Please forget where I live", "I live in Seattle")]
+
+
+def test_a_merged_adapter_gives_the_probabilities_of_the_adapter_it_came_from() -> None:
+    from memsdk.embedding import minilm_path
+
+    torch.manual_seed(0)
+    lora = LoraSpec(r=4, alpha=8, targets=("query", "value", "dense"))
+    model = peft.get_peft_model(transformers.AutoModel.from_pretrained(str(minilm_path())), peft.LoraConfig(r=lora.r, lora_alpha=int(lora.alpha), target_modules=list(lora.targets)))
+    for name, p in model.named_parameters():
+        if "lora_B" in name:  # peft starts B at zero: an adapter that changes nothing would pass any merge
+            torch.nn.init.normal_(p, std=0.05)
+    classifier = torch.nn.Linear(384, len(RELATIONS))
+    model.eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(minilm_path()))
+    new, old = [a for a, _ in PAIRS], [b for _, b in PAIRS]
+    with torch.no_grad():
+        expected = torch.softmax(pair_logits(tokenizer, model, classifier, new, old, max_length=64), dim=1).double().numpy()
+        bare = torch.softmax(pair_logits(tokenizer, transformers.AutoModel.from_pretrained(str(minilm_path())), classifier, new, old, max_length=64), dim=1).double().numpy()
+    arrays = lora_arrays(model, classifier)
+    assert sum(k.endswith(".A") for k in arrays) == sum(hasattr(m, "lora_A") for m in model.modules()) > 0
+    served = CrossEncoder(arrays, lora, max_length=64).predict(new, old)
+    assert np.allclose(served, expected, atol=1e-5)
+    assert not np.allclose(bare, expected, atol=1e-3)  # the adapter mattered
+
+
+def test_the_threshold_is_the_lowest_that_keeps_retirements_precise() -> None:
+    table = {"0.5": {"precision": 0.8}, "0.6": {"precision": 0.92}, "0.7": {"precision": 0.95}}
+    assert retire_threshold(table, 0.9) == 0.6
+    assert retire_threshold(table, 0.99) == 0.7  # none reaches it: the strictest
+
+
+def test_the_trainer_writes_a_mixed_model_that_loads_and_serves_as_a_manager(tmp_path: Path) -> None:
+    cfg = CrossEncoderConfig(head=str(HEAD), epochs=2, batch_size=16, lr=2e-3, num_threads=1, progress=False, version="pairs-x0",
+                             output_dir=str(tmp_path / "run"), package_dir=str(tmp_path / "manager" / "pairs-x0"))  # fmt: skip
+    result = train_cross_encoder(cfg, synthetic_pairs("train", 8, seed=0), synthetic_pairs("val", 3, seed=1))
+    loaded = load_relations(tmp_path / "manager" / "pairs-x0")
+    assert isinstance(loaded, MixedRelations) and isinstance(loaded.head, PairClassifier)
+    assert loaded.supersede_at == result.model.supersede_at and loaded.mix == 0.5 and loaded.version == "pairs-x0"
+    new, old = [a for a, _ in PAIRS], [b for _, b in PAIRS]
+    assert np.allclose(loaded.cross.predict(new, old), result.model.cross.predict(new, old), atol=1e-6)
+    manifest = json.loads((tmp_path / "manager" / "pairs-x0" / "manifest.json").read_text())
+    assert manifest["eval_metrics"]["val_macro_f1"] == result.val["macro_f1"] and manifest["config"]["supersede_at"] == result.model.supersede_at
+    assert {"metrics.jsonl", "curves.png", "report.json", "model"} <= {p.name for p in (tmp_path / "run").iterdir()}
+    assert (tmp_path / "manager" / "pairs-x0" / "cross.npz").stat().st_size < 4 * 2**20  # an adapter, not a copy of MiniLM
+    # served: the manager takes the mix's threshold, and its decisions are ADDs (never a delete)
+    manager = PairManager.load(tmp_path / "manager" / "pairs-x0")
+    assert manager.thresholds.supersede_at == loaded.supersede_at
+    decision = manager.decide(["We just moved to Halifax"], [memory("I live in Seattle"), memory("I have a dog named Rocket")])
+    assert [str(op.op) for op in decision.ops] == ["ADD"]
+
+
+def test_a_folder_of_another_kind_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text(json.dumps({"config": {"format": "something-else"}}))
+    with pytest.raises(ValueError, match="neither a pair head"):
+        load_relations(tmp_path)
+    assert isinstance(load_relations(HEAD), PairClassifier)
