@@ -654,7 +654,8 @@ def retrieve_steps(question: str, scopes: Sequence[Scope], k: int, *, tiers: boo
 def with_neighbours(ranked: Sequence[ScoredMemory], scopes: Sequence[Scope], k: int) -> Generator[Effect, Any, list[ScoredMemory]]:
     """``ranked``'s first k - `NEIGHBOUR_SHARE` of ``k``, then the turns said around its best
     `NEIGHBOURS_OF` episodic hits (`next_turn`, `previous_turn`; each with the score of the hit it sits by),
-    then the rest of ``ranked``: the best ``k``, each memory once."""
+    then the rest of ``ranked``: the best ``k``, each memory once (a turn also once with the
+    fact that copies it)."""
     anchors = [h for h in ranked[:NEIGHBOURS_OF] if h.record.tier is Tier.EPISODIC]
     keep = k - int(k * NEIGHBOUR_SHARE)
     if not anchors or keep >= k:
@@ -670,7 +671,12 @@ def with_neighbours(ranked: Sequence[ScoredMemory], scopes: Sequence[Scope], k: 
             ends[anchor] = (None if after is None else next_turn(after, turns), None if before is None else previous_turn(before, turns))
             around[anchor] += [r for r in ends[anchor] if r is not None]
     score = {h.record.id: h.score for h in anchors}
-    near = [ScoredMemory(record=r, score=score[a]) for a in around for r in around[a]]
+    # a turn shown already as the superseded fact that copies it (`fuse`) is not shown twice
+    copies = {(h.record.scope.key, h.record.source_turn_ids): h.record for h in ranked if h.record.tier is Tier.SEMANTIC}
+    near = [
+        ScoredMemory(record=r, score=score[a]) for a in around for r in around[a]
+        if not ((copy := copies.get((r.scope.key, r.source_turn_ids))) is not None and _copied(copy.text, [r]))
+    ]
     shown: dict[uuid.UUID, ScoredMemory] = {}
     for hit in [*ranked[:keep], *near, *ranked[keep:]]:
         shown.setdefault(hit.record.id, hit)

@@ -55,3 +55,12 @@ def test_neighbours_come_only_from_the_scopes_searched_and_stop_at_a_forgotten_t
     both = drive(with_neighbours([said[2]], [ANN, BEN], 3), bank)
     assert texts(both) == ["Buddy", "what is its name?", "we got a puppy"]
     assert all(h.record.tier is Tier.EPISODIC for h in both)
+
+
+def test_a_neighbour_shown_already_as_the_superseded_fact_that_copies_it_is_not_shown_again() -> None:
+    bank = MemoryBank.open(":memory:", embedder=HashEmbedder())
+    said = conversation(bank, ["I live in Leeds", "nice", "we moved to York"])
+    copy = bank.apply(ANN, [Op.add("Ann (on 3 March 2025): I live in Leeds", source_turn_ids=said[0].record.source_turn_ids)]).changes[0].after
+    shown_copy = ScoredMemory(record=copy.model_copy(update={"invalid_at": copy.created_at}), score=0.9)  # fuse shows a superseded copy, not its turn
+    shown = drive(with_neighbours([said[2], shown_copy], [ANN, BEN], 6), bank)  # room for both turns before York
+    assert texts(shown) == ["we moved to York", "Ann (on 3 March 2025): I live in Leeds", "nice"]  # "I live in Leeds" once, as the fact
