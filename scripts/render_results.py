@@ -2,7 +2,8 @@
 """Render the result pages of the docs site from the result files, so no figure is typed.
 
 Every folder ``docs/results/<name>/`` holds one run: the ``report.json`` that ``memsdk eval
-locomo`` / ``memsdk eval manage`` write (``--out``), and/or the markdown they print beside it
+locomo`` / ``memsdk eval manage`` write (``--out``) or the ``summary.json`` they write beside
+it (the same without the per-item details), and/or the markdown they print beside it
 (``report.md``; the management benchmark's test folder holds one markdown report per system
 and the release gate's decision). For each folder this writes ``docs/results/<name>.md``:
 
@@ -37,7 +38,7 @@ NOT_RECORDED = "not recorded"
 
 #: where each field may sit in a report.json (first found wins); dotted paths into the JSON
 FIELDS: dict[str, tuple[str, ...]] = {
-    "command": ("command", "meta.command", "run.command", "config.command"),
+    "command": ("run.command", "command", "meta.command", "config.command"),
     "commit": ("commit", "git_commit", "meta.commit", "run.commit", "code.commit"),
     "machine": ("machine", "host", "hostname", "meta.machine", "run.machine"),
     "date": ("date", "started_at", "finished_at", "meta.date", "run.date"),
@@ -127,8 +128,10 @@ def _conversations(folder: Path) -> str:
 
 
 def load(folder: Path) -> Run:
-    report_json = folder / "report.json"
-    report = json.loads(report_json.read_text()) if report_json.exists() else None
+    # report.json as the run wrote it, else its summary.json (the same without the
+    # per-conversation / per-scenario details, which are what make a report.json large)
+    report_json = next((p for p in (folder / "report.json", folder / "summary.json") if p.exists()), None)
+    report = json.loads(report_json.read_text()) if report_json is not None else None
     mds = sorted(folder.glob("*.md"), key=lambda p: (p.name != "report.md", p.name))
     parts, sources = [], []
     for md in mds:
@@ -139,7 +142,7 @@ def load(folder: Path) -> Run:
         else:
             parts.append(_demote(text))
     if report is not None:
-        sources.insert(0, f"{folder.name}/report.json")
+        sources.insert(0, f"{folder.name}/{report_json.name if report_json else 'report.json'}")
         if not mds:
             parts.append(_summary_table(report))
     conv = _conversations(folder)

@@ -6,7 +6,12 @@ recomputed from them, so a resumed run and a fresh one report the same numbers.
 
 from __future__ import annotations
 
+import os
+import platform
+import shlex
 import statistics
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -17,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from memsdk.eval.config import EvalConfig
 
-__all__ = ["QuestionResult", "IngestStats", "IngestProgress", "ConversationResult", "Scores", "CostSummary", "Summary", "RunReport", "JudgeRef", "summarize", "percentile", "conversation_path", "result_paths", "write_atomic"]
+__all__ = ["RunInfo", "QuestionResult", "IngestStats", "IngestProgress", "ConversationResult", "Scores", "CostSummary", "Summary", "RunReport", "JudgeRef", "summarize", "percentile", "conversation_path", "result_paths", "write_atomic"]
 
 Label = Literal["CORRECT", "WRONG"]
 
@@ -127,11 +132,35 @@ class Summary(BaseModel):
     skipped: dict[str, str] = Field(default_factory=dict)
 
 
+class RunInfo(BaseModel):
+    """How and where a run was made, so a results page can say it (scripts/render_results.py)."""
+
+    command: str = Field(description="The command line, as typed: `memsdk eval ...`.")
+    commit: str | None = Field(None, description="The checkout's HEAD, '+dirty' when it has uncommitted changes; None outside a git checkout.")
+    machine: str = Field(description="The OS, the CPU architecture and the number of cores.")
+
+    @classmethod
+    def here(cls) -> RunInfo:
+        program = "memsdk" if os.path.basename(sys.argv[0]) in ("memsdk", "__main__.py") else os.path.basename(sys.argv[0])
+        return cls(command=shlex.join([program, *sys.argv[1:]]), commit=_commit(), machine=f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores")
+
+
+def _commit() -> str | None:
+    here = Path(__file__).resolve().parent  # the code that ran, not the caller's folder
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}+dirty" if dirty else head
+
+
 class RunReport(BaseModel):
     split: str
     config: EvalConfig
     started_at: datetime
     wall_s: float
+    run: RunInfo | None = Field(None, description="How and where it ran (None in reports written before it was recorded).")
     conversations: list[ConversationResult]
     summary: Summary
 

@@ -42,7 +42,7 @@ from memsdk.eval.backends import CountingBackend, open_backend, open_embedder
 from memsdk.eval.config import EvalConfig
 from memsdk.eval.judge import Judge, label, unjudged
 from memsdk.eval.parallel import ordered_map
-from memsdk.eval.results import ConversationResult, IngestProgress, IngestStats, QuestionResult, RunReport, conversation_path, summarize, write_atomic
+from memsdk.eval.results import ConversationResult, IngestProgress, RunInfo, IngestStats, QuestionResult, RunReport, conversation_path, summarize, write_atomic
 from memsdk.eval.scoring import bleu1, evidence_ids, evidence_recall, exact_match, token_f1
 from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.registry import BASE_VERSION
@@ -123,10 +123,11 @@ class Evaluator:
         bar.close()
         report = RunReport(
             split=split, config=self.config, started_at=started, wall_s=time.perf_counter() - clock,
-            conversations=results, summary=summarize(results, self.config.recall_ks),
+            run=RunInfo.here(), conversations=results, summary=summarize(results, self.config.recall_ks),
         )
         self.out_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(self.out_dir / "report.json", report.model_dump_json(indent=2))
+        write_atomic(self.out_dir / "summary.json", report.model_dump_json(indent=2, exclude={"conversations"}))  # what a results page needs
         return report
 
     @staticmethod

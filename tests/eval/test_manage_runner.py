@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -170,6 +171,11 @@ def test_a_small_run_on_the_heuristic_client(minilm, tmp_path: Path) -> None:
     assert s.false_deletions == sum(not f.in_live for f in current) == next(r.k for r in s.rates if r.metric == "false deletions")
     assert s.cost.ingest_p50_s is not None and s.cost.llm_calls_per_turn == 0 and s.cost.memories == {r.id: r.memories for r in report.scenarios}
     assert {q.category_name for r in report.scenarios for q in r.questions} <= {"current-state", "previous-state"}
+    # how and where it ran, and a summary a results page can hold (no per-scenario details)
+    assert report.run is not None and report.run.command.startswith(("memsdk", "pytest", "python")) and "cores" in report.run.machine
+    assert report.run.commit is None or re.fullmatch(r"[0-9a-f]{12}(\+dirty)?", report.run.commit)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert "scenarios" not in summary and summary["run"] == report.run.model_dump() and summary["summary"] == report.summary.model_dump(mode="json")
 
 
 def test_a_candidate_pair_head_from_the_checkpoints_serves_as_the_pair_manager(minilm, tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ def markdown(report: ManageReport) -> str:
     return "\n".join([
         f"## Memory management {report.split}: {report.config.policies} ({roles}; {len(report.scenarios)} scenarios, {sum(r.turns for r in report.scenarios)} turns, {report.wall_s:.0f} s)",
         "",
+        *([f"`{report.run.command}` at commit {report.run.commit or 'unknown'}, {report.run.machine}, {report.started_at:%Y-%m-%d}", ""] if report.run else []),
         "| metric | class | k / n | rate | target |",
         "|---|---|---|---|---|",
         *(_row(r) for r in s.rates),

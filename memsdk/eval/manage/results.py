@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from memsdk.eval.manage.scenarios import EventClass, Fact, ScenarioSplit
-from memsdk.eval.results import CostSummary, IngestStats, QuestionResult
+from memsdk.eval.results import CostSummary, IngestStats, QuestionResult, RunInfo
 
 __all__ = ["ManageConfig", "RecordView", "FactOutcome", "QuestionOutcome", "Check", "ScenarioResult", "Rate", "ManageSummary", "ManageReport"]
 
@@ -133,5 +133,6 @@ class ManageReport(BaseModel):
     policies: dict[str, str] = Field(description="What served each role: heuristic, or llm at a version.")
     started_at: datetime
     wall_s: float
+    run: RunInfo | None = Field(None, description="How and where it ran (None in reports written before it was recorded).")
     scenarios: list[ScenarioResult]
     summary: ManageSummary

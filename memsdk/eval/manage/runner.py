@@ -33,7 +33,7 @@ from memsdk.eval.manage.metrics import answer_correct, fact_outcomes, summarize,
 from memsdk.eval.manage.report import markdown
 from memsdk.eval.manage.results import ManageConfig, ManageReport, QuestionOutcome, RecordView, ScenarioResult
 from memsdk.eval.manage.scenarios import Question, Scenario, ScenarioSplit, scenarios
-from memsdk.eval.results import write_atomic
+from memsdk.eval.results import RunInfo, write_atomic
 from memsdk.eval.scoring import bleu1, exact_match, token_f1
 from memsdk.errors import InvalidInput
 from memsdk.eval.runner import _calls, _Tally
@@ -121,9 +121,10 @@ class ManageRunner:
         results = [self.scenario(sc) for sc in tqdm(todo, desc=f"manage {split} {self.config.policies}", unit="scenario", disable=not self.progress)]
         report = ManageReport(
             split=split, config=self.config, policies=self.served, started_at=started, wall_s=time.perf_counter() - clock,
-            scenarios=results, summary=summarize(results),
+            run=RunInfo.here(), scenarios=results, summary=summarize(results),
         )
         write_atomic(self.out_dir / "report.json", report.model_dump_json(indent=2))
+        write_atomic(self.out_dir / "summary.json", report.model_dump_json(indent=2, exclude={"scenarios"}))  # what a results page needs
         write_atomic(self.out_dir / "report.md", markdown(report))
         return report
 
