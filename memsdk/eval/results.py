@@ -136,7 +136,7 @@ class RunInfo(BaseModel):
     """How and where a run was made, so a results page can say it (scripts/render_results.py)."""
 
     command: str = Field(description="The command line, as typed: `memsdk eval ...`.")
-    commit: str | None = Field(None, description="The checkout's HEAD, '+dirty' when it has uncommitted changes; None outside a git checkout.")
+    commit: str | None = Field(None, description="The checkout's HEAD, '+dirty' when its code has uncommitted changes; None outside a git checkout.")
     machine: str = Field(description="The OS, the CPU architecture and the number of cores.")
 
     @classmethod
@@ -149,7 +149,9 @@ def _commit() -> str | None:
     here = Path(__file__).resolve().parent  # the code that ran, not the caller's folder
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        # the code's changes only: an edited page of the docs does not change what a run measures
+        code = [":/memsdk", ":/training", ":/adapters", ":/pyproject.toml", ":/constraints"]
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *code], cwd=here, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{head}+dirty" if dirty else head
