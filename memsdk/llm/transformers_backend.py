@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import warnings
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -133,10 +134,14 @@ class TransformersBackend:
                 self._check_ours(name)
                 self._model.delete_adapter(name)
             try:
-                if isinstance(self._model, PeftModel):
-                    self._model.load_adapter(str(path), adapter_name=name)
-                else:
-                    self._model = PeftModel.from_pretrained(self._model, str(path), adapter_name=name)
+                with warnings.catch_warnings():
+                    # peft asks the model for transformers' deprecated `is_gradient_checkpointing`;
+                    # the FutureWarning is theirs to fix, and an app that loads an adapter cannot act on it
+                    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+                    if isinstance(self._model, PeftModel):
+                        self._model.load_adapter(str(path), adapter_name=name)
+                    else:
+                        self._model = PeftModel.from_pretrained(self._model, str(path), adapter_name=name)
             except (OSError, ValueError) as exc:
                 raise ModelNotFound(name, f"cannot load adapter {name!r} from {path}: {exc}") from exc
             self._model.eval()
