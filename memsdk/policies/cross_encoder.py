@@ -32,14 +32,13 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from memsdk.embedding.minilm import minilm_path, torch_threads
-from memsdk.policies.relations import HEAD_FORMAT, RELATIONS, PairClassifier, RelationModel, relation_text
+from memsdk.policies.relations import HEAD_FORMAT, RELATIONS, PairClassifier, RelationModel, relation_text, write_manifest
 
 __all__ = ["MIXED_FORMAT", "CROSS_WEIGHTS", "CLASSIFIER", "LoraSpec", "CrossEncoder", "MixedRelations", "pair_logits", "merge_lora", "load_relations"]
 
@@ -168,28 +167,16 @@ class MixedRelations:
         self.head.save(out / "head", config={"note": f"the pair head inside {self.version}"})
         arrays: dict[str, Any] = {k: v.astype(np.float32) for k, v in self.cross.arrays.items()}  # Any: as in PairClassifier.save
         np.savez_compressed(out / CROSS_WEIGHTS, **arrays)
-        manifest = {
-            "role": "manager",
-            "version": self.version,
-            "base_model": self.embedder,
-            "adapter_path": ".",
-            "created_at": datetime.now(UTC).isoformat(),
-            "training_data_hash": training_data_hash,
-            "eval_metrics": {k: float(v) for k, v in self.metrics.items()},
-            "config": {
-                "format": MIXED_FORMAT,
-                "head": "head",
-                "cross": {"weights": CROSS_WEIGHTS, "lora": {"r": self.cross.lora.r, "alpha": self.cross.lora.alpha, "targets": list(self.cross.lora.targets)}, "max_length": self.cross.max_length, "pooling": "mean"},
-                "mix": self.mix,
-                "supersede_at": self.supersede_at,
-                "labels": [str(r) for r in RELATIONS],
-                "training": dict(config or {}),
-            },
-            "promote": False,
-            "prompt": None,
+        spec = {
+            "format": MIXED_FORMAT,
+            "head": "head",
+            "cross": {"weights": CROSS_WEIGHTS, "lora": {"r": self.cross.lora.r, "alpha": self.cross.lora.alpha, "targets": list(self.cross.lora.targets)}, "max_length": self.cross.max_length, "pooling": "mean"},
+            "mix": self.mix,
+            "supersede_at": self.supersede_at,
+            "labels": [str(r) for r in RELATIONS],
+            "training": dict(config or {}),
         }
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        return out
+        return write_manifest(out, version=self.version, embedder=self.embedder, metrics=self.metrics, spec=spec, training_data_hash=training_data_hash)
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str], *, base: str | os.PathLike[str] | None = None) -> MixedRelations:

@@ -70,6 +70,7 @@ __all__ = [
     "lexical_features",
     "pair_features",
     "feature_dim",
+    "write_manifest",
 ]
 
 
@@ -205,6 +206,26 @@ class RelationModel(Protocol):
         ...
 
 
+def write_manifest(folder: Path, *, version: str, embedder: str, metrics: Mapping[str, float], spec: Mapping[str, Any], training_data_hash: str | None) -> Path:
+    """``folder/manifest.json`` of a manager model without an LLM: the registry's fields (role
+    manager, ``version``, the embedder as ``base_model``, ``metrics`` as ``eval_metrics``)
+    and the model's own description, ``spec``, under ``config``. Returns ``folder``."""
+    manifest = {
+        "role": "manager",
+        "version": version,
+        "base_model": embedder,
+        "adapter_path": ".",
+        "created_at": datetime.now(UTC).isoformat(),
+        "training_data_hash": training_data_hash,
+        "eval_metrics": {k: float(v) for k, v in metrics.items()},
+        "config": dict(spec),
+        "promote": False,
+        "prompt": None,
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return folder
+
+
 def _softmax(logits: np.ndarray) -> np.ndarray:
     z = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
     e = np.exp(z)
@@ -270,28 +291,16 @@ class PairClassifier:
             arrays[f"w{i}"], arrays[f"b{i}"] = w.astype(np.float32), b.astype(np.float32)
         np.savez_compressed(out / WEIGHTS_FILE, **arrays)
         embed_dim = (self.input_dim - len(LEXICAL)) // 2
-        manifest = {
-            "role": "manager",
-            "version": self.version,
-            "base_model": self.embedder,
-            "adapter_path": ".",
-            "created_at": datetime.now(UTC).isoformat(),
-            "training_data_hash": training_data_hash,
-            "eval_metrics": {k: float(v) for k, v in self.metrics.items()},
-            "config": {
-                "format": HEAD_FORMAT,
-                "weights": WEIGHTS_FILE,
-                "labels": [str(r) for r in self.labels],
-                "features": {"embedding": ["u*v", "|u-v|"], "embed_dim": embed_dim, "lexical": list(LEXICAL), "dim": self.input_dim},
-                "embedder": self.embedder,
-                "layers": [int(w.shape[1]) for w, _ in self.layers],
-                "training": dict(config or {}),
-            },
-            "promote": False,
-            "prompt": None,
+        spec = {
+            "format": HEAD_FORMAT,
+            "weights": WEIGHTS_FILE,
+            "labels": [str(r) for r in self.labels],
+            "features": {"embedding": ["u*v", "|u-v|"], "embed_dim": embed_dim, "lexical": list(LEXICAL), "dim": self.input_dim},
+            "embedder": self.embedder,
+            "layers": [int(w.shape[1]) for w, _ in self.layers],
+            "training": dict(config or {}),
         }
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        return out
+        return write_manifest(out, version=self.version, embedder=self.embedder, metrics=self.metrics, spec=spec, training_data_hash=training_data_hash)
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str]) -> PairClassifier:
