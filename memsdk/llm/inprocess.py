@@ -126,7 +126,7 @@ def load_pretrained(path: str | os.PathLike[str], *, dtype: str = "float32", num
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch.set_flush_denormal(True)  # SmolLM2 decodes ~25x slower on CPU without it (NOTES.md)
+    torch.set_flush_denormal(True)  # SmolLM2 decodes ~25x slower on CPU without it (docs/platform-notes.md)
     if num_threads:
         torch.set_num_threads(num_threads)
     try:

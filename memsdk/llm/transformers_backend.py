@@ -5,7 +5,7 @@
 
 - the model loads on first use; torch, transformers and peft are imported only then;
 - ``torch.set_flush_denormal(True)`` before anything runs: without it SmolLM2 decodes at
-  ~0.8 tok/s on these CPUs instead of ~20 (NOTES.md);
+  ~0.8 tok/s on these CPUs instead of ~20 (docs/platform-notes.md);
 - prompts in a batch are left-padded and generated together; ``n`` > 1 samples per prompt;
 - every choice carries its token ids and, when asked, each token's raw log-probability
   (log-softmax of the unprocessed logits, which is what vLLM reports and what a policy

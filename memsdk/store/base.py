@@ -41,7 +41,7 @@ VECTOR_NAME = "text"
 #: the name of the BM25 sparse vector on memory points (IDF applied by the engine)
 SPARSE_NAME = "bm25"
 #: hybrid search fuses the dense and the BM25 ranking by 1 / (RRF_K + rank), rank 0-based;
-#: 2 is Qdrant server's default and measured best on LoCoMo turns (NOTES.md)
+#: 2 is Qdrant server's default and measured best on LoCoMo turns (docs/platform-notes.md)
 RRF_K = 2
 
 

@@ -1,7 +1,7 @@
 """qdrant-client transport: a Qdrant server (``url=``) or qdrant-client's local modes.
 
 ``":memory:"`` is ephemeral and needs no server. Local mode is brute force in Python (see
-NOTES.md: fine for thousands of memories, not for 100k), so production points ``url=`` at
+docs/platform-notes.md: fine for thousands of memories, not for 100k), so production points ``url=`` at
 a Qdrant server or cluster; the bank above does not change.
 
 Several processes may write one server: leases (`lease`) are points of a second collection,
