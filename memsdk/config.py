@@ -47,6 +47,7 @@ class ClientConfig(BaseModel):
         "or a policy object (memsdk.policies.spec).",
     )
     fallback_to_heuristic: bool = Field(True, description="Use the heuristic policies while the LLM backend is down.")
+    announce: bool = Field(True, description="Say on stderr, once per process, what each role serves and why (`client.policies` says it too).")
     checkpoint_dir: Path | None = Field(None, description="Published policy checkpoints; default data_dir/checkpoints.")
     packaged_adapters: bool = Field(
         True,

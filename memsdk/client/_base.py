@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 import uuid
@@ -86,6 +87,19 @@ class TimedEmbedder(EmbedderWrapper):
             return self.inner.embed(texts)
         finally:
             self._local.elapsed = self.elapsed + time.perf_counter() - start
+
+
+_ANNOUNCED: set[str] = set()  # the lines said in this process: a run opening a client per conversation says each once
+
+
+def announce(policies: dict[str, PolicyInfo]) -> None:
+    """Say on stderr what each role serves and why (`PolicyInfo.why`): a user who installed
+    memsdk sees whether the measured default serves, or why it does not."""
+    lines = [f"memsdk: {role} {p.version}{f' on {p.model} ({p.served_by})' if p.served_by.startswith('llm') else ''}: {p.why}" for role, p in policies.items()]
+    text = "\n".join(lines)
+    if text not in _ANNOUNCED:
+        _ANNOUNCED.add(text)
+        print(text, file=sys.stderr)
 
 
 def documented_as(cls: type, twin: type) -> None:
@@ -562,7 +576,8 @@ class BaseClient(Generic[B]):
 
     @property
     def policies(self) -> dict[str, PolicyInfo]:
-        """The version each role runs now (``"base"``: the base model, no adapter)."""
+        """The version each role runs now (``"base"``: the base model, no adapter), what serves it
+        and why (`PolicyInfo.why`)."""
         return self._policies.info()
 
     @property

@@ -19,7 +19,7 @@ from typing import IO, Any, overload
 
 from tqdm import tqdm
 
-from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, batched, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model, documented_as
+from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, announce, batched, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model, documented_as
 from memsdk.client.policies import Endpoint, Switch
 from memsdk.client.pipeline import Adjacent, Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
 from memsdk.policies.base import Call, Chat, R, acall, achat
@@ -82,6 +82,9 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
                 self._policies.commit(switch, starting=True)
             except MemsdkError as exc:
                 log.warning("could not restore %s %s at start, using base: %s", role, version, exc)
+                self._policies.start_failed(role, version, exc)
+        if self.config.announce:
+            announce(self.policies)
         return self
 
     # -- running the pipeline ------------------------------------------------------------------

@@ -32,7 +32,8 @@ from memsdk.policies.pair_manager import PairManager
 from memsdk.policies.cross_encoder import load_relations
 from memsdk.policies.plugins import load_installed
 from memsdk.policies.reader import LLMReader, WindowReader
-from memsdk.policies.spec import LLMSpec, RolePolicies, label
+from memsdk.llm.models import model_key
+from memsdk.policies.spec import MEASURED_DEFAULTS, LLMSpec, RolePolicies, label
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, ROLES, PolicyRegistry
 
 __all__ = ["Backends", "Endpoint", "PolicySet", "Switch"]
@@ -167,6 +168,19 @@ def _installed(role: str, name: str, field: str | None) -> Any:
         raise InvalidInput(f"config.policies.{role}" + (f".{field}" if field else ""), str(exc)) from None
 
 
+def chosen_because(policies: Any, model: str | None, role: str, kind: str) -> str:
+    """Why ``role`` serves the kind of policy it does, in words (`PolicyInfo.why`)."""
+    if isinstance(policies, str) and policies == "auto":
+        if model is not None and (key := model_key(model)) in MEASURED_DEFAULTS:
+            return f"policies='auto': what measured best over {key} ({MEASURED_DEFAULTS[key][role]})"
+        if model is None:
+            return "policies='auto' with a backend of the app's: the model is unknown, so an LLM policy"
+        return f"policies='auto' over {model}: an LLM policy (nothing measured for this model)"
+    if isinstance(policies, str):
+        return f"policies={policies!r}"
+    return f"chosen for this role ({kind})"
+
+
 class PolicySet(Generic[B]):
     def __init__(self, backends: Backends[B], config: ClientConfig, registry: PolicyRegistry, state_path: Path, *, embedder: Embedder | None = None) -> None:
         """``embedder``: the client's, shared with a trained policy that reads the same model's
@@ -183,6 +197,10 @@ class PolicySet(Generic[B]):
         self._chosen: set[str] = set()  # roles whose version a caller switched, as opposed to one the client started on
         self._answer_k: int | None = None  # the serving answerer version's training answer_k
         self._policies = {role: self._checked_build(role) for role in ROLES}
+        #: why each role serves what it serves (`PolicyInfo.why`): the choice, then its version's origin
+        self._chose = {role: chosen_because(config.policies, None if backends.injected else config.model, role, self._served[role].kind) for role in ROLES}
+        self._why = dict(self._chose)
+        self._origin: dict[str, str] = {}  # role -> where `start_versions` found its version
         # Mem-alpha's writer serves the base model: it is not a registry role yet, so it has
         # no versions to switch between; its spec says where it runs and with which prompt
         self._writer = self._build_writer(choices.writer) if config.writer else None
@@ -310,7 +328,9 @@ class PolicySet(Generic[B]):
             out = {}
             for role in ROLES:
                 model, prompt, served_by = self._describe(role)
-                out[role] = PolicyInfo(role=role, version=self.version_label(role), model=model, prompt=prompt, served_by=served_by, previous=list(self._history[role]))
+                out[role] = PolicyInfo(
+                    role=role, version=self.version_label(role), model=model, prompt=prompt, served_by=served_by, previous=list(self._history[role]), why=self._why[role]
+                )
             return out
 
     def stats(self) -> dict[str, dict[str, int]]:
@@ -371,6 +391,8 @@ class PolicySet(Generic[B]):
                 self._chosen.add(switch.role)
             self._versions[switch.role] = switch.version
             self._policies[switch.role] = policy
+            origin = self._origin.get(switch.role, "") if starting else "rolled back to" if rollback else "switched to by use_policy or a promotion"
+            self._why[switch.role] = f"{self._chose[switch.role]}; {switch.version}: {origin}" if starting else f"{origin} {switch.version}"
             if switch.role == "answerer":
                 self._answer_k = switch.answer_k
             self._save()
@@ -415,4 +437,11 @@ class PolicySet(Generic[B]):
         saved = self.saved_versions()
         pinned = {r: s.spec.version for r, s in self._served.items() if s.spec is not None and s.spec.version is not None}
         packaged = {r: v for r in ROLES if (v := self.packaged_version(r)) is not None}
+        for origin, versions in (("the adapter memsdk ships for this model, which passed its release gate", packaged), ("what this data dir served before", saved), ("pinned by its spec", pinned)):
+            self._origin.update(dict.fromkeys(versions, origin))
         return {r: v for r, v in {**packaged, **saved, **pinned}.items() if v != BASE_VERSION}
+
+    def start_failed(self, role: str, version: str, exc: Exception) -> None:
+        """``version`` of ``role`` could not be served at start: the base serves, and says why."""
+        with self._lock:
+            self._why[role] = f"{self._chose[role]}; {version} could not be loaded ({exc}), so the base model serves"

@@ -71,3 +71,4 @@ class PolicyInfo(BaseModel):
     prompt: str | None = Field(None, description="The prompt id requests are rendered with (None: heuristic, no prompt).")
     served_by: str = Field("llm", description="'heuristic', 'rules' (a policy without an LLM) or 'llm at URL' / 'llm at in-process'.")
     previous: list[str] = Field(default_factory=list, description="Versions `rollback` returns to, most recent last.")
+    why: str = Field("", description="Why this serves: the choice (policies='auto' and what measured best, or what was asked for) and where its version came from.")

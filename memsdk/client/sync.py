@@ -13,7 +13,7 @@ from typing import IO, Any, overload
 
 from tqdm import tqdm
 
-from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, batched, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model
+from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, announce, batched, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model
 from memsdk.client.policies import Endpoint, Switch
 from memsdk.client.pipeline import Adjacent, Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
 from memsdk.policies.base import Call, Chat, R, chat
@@ -58,6 +58,8 @@ class MemoryClient(BaseClient[LoRABackend]):
         except BaseException:
             self.close()
             raise
+        if self.config.announce:
+            announce(self.policies)
 
     def _make_backend(self, endpoint: Endpoint) -> LoRABackend:
         # from the modules, not memsdk.llm's lazy names: those are typed `object`
@@ -324,6 +326,7 @@ class MemoryClient(BaseClient[LoRABackend]):
                 self._policies.commit(switch, starting=True)
             except MemsdkError as exc:
                 log.warning("could not restore %s %s at start, using base: %s", role, version, exc)
+                self._policies.start_failed(role, version, exc)
 
     def watch_policies(self, interval_s: float = 10.0) -> None:
         """Follow the registry's promotions (the release gate's, or a forced one), checking every ``interval_s``."""

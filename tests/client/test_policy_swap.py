@@ -106,8 +106,10 @@ def test_use_policy_loads_the_adapter_then_routes_to_it(swap) -> None:
     a = client.answer("q?", scope=CAROLINE)
     assert a.text == "answerer-v7" and a.policy_versions["answerer"] == "v7"
     assert client.policies["answerer"].model == "answerer-v7" and client.policies["answerer"].previous == ["base"]
+    assert client.policies["answerer"].why == "switched to by use_policy or a promotion v7"
     client.rollback("answerer")
     assert client.answer("q?", scope=CAROLINE).text == "smollm2" and client.policies["answerer"].version == "base"
+    assert client.policies["answerer"].why == "rolled back to base"
 
 
 def test_a_failed_load_keeps_the_old_version(swap) -> None:

@@ -176,6 +176,21 @@ def test_auto_serves_the_measured_defaults_for_the_model(tmp_path: Path, package
     assert set(kinds(bigger).values()) == {"llm"} and bigger.start_versions() == {}  # a bigger served model: every role an LLM
     assert set(kinds(policy_set(tmp_path, packaged, injected=True)).values()) == {"llm"}  # the caller's backend: its model is not known
     assert set(kinds(policy_set(tmp_path, packaged, policies="llm")).values()) == {"llm"}  # asked for by name: as before
+    # and each says why
+    why = {role: info.why for role, info in policy_set(tmp_path, packaged).info().items()}
+    assert all(w.startswith("policies='auto': what measured best over smollm2") for w in why.values()), why
+    assert "nothing measured for this model" in bigger.info()["answerer"].why
+    assert policy_set(tmp_path, packaged, policies="heuristic").info()["manager"].why == "policies='heuristic'"
+
+
+def test_a_client_says_once_on_stderr_what_it_serves_and_why(tmp_path: Path, packaged: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(client_base, "_ANNOUNCED", set())
+    for name in ("a", "b"):  # two clients alike in one process: said once
+        MemoryClient(data_dir=tmp_path / name, embedder=HashEmbedder(64), policies="heuristic").close()
+    said = capsys.readouterr().err.splitlines()
+    assert said == [f"memsdk: {role} {version}: policies='heuristic'" for role, version in (("extractor", "heuristic-v1"), ("manager", "heuristic-v1"), ("answerer", "extractive-v1"))]
+    MemoryClient(data_dir=tmp_path / "c", embedder=HashEmbedder(64), policies={"answerer": "heuristic"}, announce=False).close()
+    assert capsys.readouterr().err == ""
 
 
 def test_a_server_without_lora_starts_the_client_on_base_with_one_warning(tmp_path: Path, packaged: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
@@ -193,6 +208,7 @@ def test_a_server_without_lora_starts_the_client_on_base_with_one_warning(tmp_pa
         client.add("Anne lives in Paris", scope={"user_id": "sam"})
         answer = client.answer("Where does Anne live?", scope={"user_id": "sam"})
         assert client.policies["answerer"].version == "base"
+        assert "locomo-v1 could not be loaded" in client.policies["answerer"].why and "the base model serves" in client.policies["answerer"].why
         assert answer.text == "Paris" and not answer.fallback
         assert [path for _, path, _ in stub.requests].count("/v1/load_lora_adapter") == 1  # a 404 is not retried
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
