@@ -444,4 +444,4 @@ class PolicySet(Generic[B]):
     def start_failed(self, role: str, version: str, exc: Exception) -> None:
         """``version`` of ``role`` could not be served at start: the base serves, and says why."""
         with self._lock:
-            self._why[role] = f"{self._chose[role]}; {version} could not be loaded ({exc}), so the base model serves"
+            self._why[role] = f"{self._chose[role]}; {version} could not be loaded ({exc}), so the base model serves (the heuristic fallback while the model itself cannot load)"

@@ -21,7 +21,7 @@ from memsdk.llm.base import (
     TokenLogprob,
 )
 from memsdk.llm.config import DEFAULT_LIMITS, DEFAULT_RETRY, DEFAULT_TIMEOUT, CircuitBreaker, Limits, RetryPolicy, Timeout
-from memsdk.llm.models import SMOLLM2_NAME, default_cache_dir, ensure_smollm2, smollm2_gguf_path
+from memsdk.llm.models import SMOLLM2_HUB_ID, SMOLLM2_NAME, default_cache_dir, ensure_smollm2, smollm2_gguf_path, smollm2_source
 
 # The backends import httpx (~0.15 s) or torch; policies only need the protocol, so the
 # backend classes are resolved on first access (PEP 562).
@@ -63,6 +63,8 @@ __all__ = [
     "TransformersBackend",
     "AsyncTransformersBackend",
     "SMOLLM2_NAME",
+    "SMOLLM2_HUB_ID",
+    "smollm2_source",
     "default_cache_dir",
     "ensure_smollm2",
     "smollm2_gguf_path",

