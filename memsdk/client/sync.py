@@ -31,11 +31,13 @@ log = logging.getLogger("memsdk.client")
 class MemoryClient(BaseClient[LoRABackend]):
     """Memory for one app process, or the client of a memsdk server.
 
-        with MemoryClient() as client:                      # embedded: no server needed
-            client.ingest({"speaker": "Caroline", "text": "I adopted a dog named Buddy"}, scope={"user_id": "caroline"})
-            client.answer("What is Caroline's dog called?", scope={"user_id": "caroline"}).text
+    ```python
+    with MemoryClient() as client:                      # embedded: no server needed
+        client.ingest({"speaker": "Caroline", "text": "I adopted a dog named Buddy"}, scope={"user_id": "caroline"})
+        client.answer("What is Caroline's dog called?", scope={"user_id": "caroline"}).text
 
-        MemoryClient(url="http://memsdk:8080", api_key="...")  # the same calls, to `memsdk serve`
+    MemoryClient(url="http://memsdk:8080", api_key="...")  # the same calls, to `memsdk serve`
+    ```
     """
 
     def __new__(cls, *args: Any, url: str | None = None, **kwargs: Any) -> MemoryClient:
