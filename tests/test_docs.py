@@ -77,6 +77,38 @@ def test_readme_quickstart_runs_as_written(heading: str, code: str, tmp_path: Pa
     assert done.stdout.strip(), f"{heading} printed nothing"
 
 
+NOT_RUN = re.compile(r"<!-- not run: (.+?) -->\s*\n```python", re.MULTILINE)
+
+
+def _docs_examples() -> list[tuple[str, str]]:
+    """Every ```python block of docs/*.md, unless an HTML comment right above it says why it
+    is not run (``<!-- not run: needs a memsdk serve -->``)."""
+    out = []
+    for page in sorted(DOCS.glob("*.md")):
+        text = page.read_text()
+        skipped = {m.end() for m in NOT_RUN.finditer(text)}
+        for i, m in enumerate(re.finditer(r"^```python\n(.*?)^```", text, re.DOTALL | re.MULTILINE)):
+            if m.start() + len("```python") not in skipped:
+                out.append((f"{page.name}#{i + 1}", m.group(1)))
+    return out
+
+
+def test_every_docs_example_is_run_or_says_why_not() -> None:
+    pages = {name.split("#")[0] for name, _ in _docs_examples()}
+    assert {"client.md", "getting-started.md", "storage.md", "policies.md"} <= pages, pages
+    every = sum(text.count("```python") for text in (p.read_text() for p in DOCS.glob("*.md")))
+    assert len(_docs_examples()) + sum(len(NOT_RUN.findall(p.read_text())) for p in DOCS.glob("*.md")) == every
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where,code", _docs_examples(), ids=lambda v: v if "#" in v and len(v) < 40 else "code")
+def test_docs_example_runs_as_written(where: str, code: str, tmp_path: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "MEMSDK_DATA_DIR": str(tmp_path / "data")}
+    (tmp_path / "example.py").write_text(code)
+    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{where} failed:\n{done.stdout}\n{done.stderr[-4000:]}"
+
+
 def test_results_pages_are_rendered_from_the_result_files() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "render_results.py"), "--check"], capture_output=True, text=True)
     assert done.returncode == 0, f"docs/results is stale; run `python scripts/render_results.py`:\n{done.stderr}"
