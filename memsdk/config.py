@@ -30,6 +30,9 @@ def default_data_dir() -> Path:
 
 
 class ClientConfig(BaseModel):
+    """Everything a client is configured by, validated once (a client turns a bad field into
+    `InvalidInput` naming it). ``MemoryClient(**fields)`` builds one; `from_env` reads ``MEMSDK_*``."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     data_dir: Path = Field(default_factory=default_data_dir, description="Embedded store, interaction log and client state.")
@@ -97,6 +100,8 @@ class ClientConfig(BaseModel):
 
     @property
     def checkpoints(self) -> Path:
+        """Where published policy versions are looked up: ``checkpoint_dir``, else
+        ``<data_dir>/checkpoints``."""
         return self.checkpoint_dir or self.data_dir / "checkpoints"
 
     @classmethod

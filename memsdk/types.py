@@ -197,6 +197,8 @@ class Tier(StrEnum):
 
 
 class OpType(StrEnum):
+    """What an `Op` asks of the bank; only the transition function applies it."""
+
     ADD = "ADD"
     UPDATE = "UPDATE"
     DELETE = "DELETE"
@@ -291,6 +293,8 @@ class Op(BaseModel):
 
 
 class EventType(StrEnum):
+    """What a `HistoryEvent` records happened to a memory."""
+
     ADD = "ADD"
     UPDATE = "UPDATE"
     DELETE = "DELETE"
@@ -361,6 +365,7 @@ class MemoryRecord(BaseModel):
 
     @property
     def superseded(self) -> bool:
+        """Replaced by a later memory (``invalid_at`` set): history, no longer true."""
         return self.invalid_at is not None
 
     @property

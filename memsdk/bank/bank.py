@@ -272,6 +272,7 @@ class MemoryBank:
 
     @property
     def bm25(self) -> Bm25Encoder:
+        """The BM25 encoder of the sparse vectors (hybrid search), built on first use."""
         if self._bm25 is None:  # built on first use: `import memsdk` must not load the engine
             self._bm25 = Bm25Encoder()
         return self._bm25
@@ -407,6 +408,9 @@ class MemoryBank:
     # -- reads ----------------------------------------------------------------------------
 
     def get(self, scope: ScopeLike, memory_id: uuid.UUID | str, *, include_deleted: bool = False) -> MemoryRecord:
+        """The memory ``memory_id`` of ``scope``. `MemoryNotFound` when the scope holds no such
+        memory (or only a deleted one, unless ``include_deleted``); `InvalidInput` for a
+        malformed id or scope."""
         scope = as_scope(scope)
         mid = as_memory_id(memory_id)
         where = codec.memories(scope, ids=frozenset({str(mid)}), deleted=None if include_deleted else False)
@@ -457,6 +461,7 @@ class MemoryBank:
         return [_scope_of_key(k) for k in sorted(keys)]
 
     def count(self, scope: ScopeLike, *, include_deleted: bool = False, tier: Tier | str | None = None) -> int:
+        """How many memories ``scope`` holds (of ``tier``; deleted ones too with ``include_deleted``)."""
         return self.transport.count(codec.memories(as_scope(scope), deleted=None if include_deleted else False, tier=as_tier(tier)))
 
     def search(self, scope: ScopeLike, query: str, *, limit: int = 10, tier: Tier | str | None = None, hybrid: bool = False) -> builtins.list[ScoredMemory]:
@@ -490,6 +495,8 @@ class MemoryBank:
     # -- snapshots and export -------------------------------------------------------------
 
     def snapshot(self, scope: ScopeLike) -> "BankSnapshot":
+        """A frozen copy of ``scope``'s records and history (`BankSnapshot`): what a trainer
+        forks rollouts from; later writes to the bank do not change it."""
         from memsdk.bank.snapshot import BankSnapshot
 
         scope = as_scope(scope)
@@ -522,6 +529,8 @@ class MemoryBank:
         return self.snapshot(scope).fork(self.embedder, limits=self.limits)
 
     def export(self, scope: ScopeLike, dest: str | os.PathLike[str] | IO[str]) -> int:
+        """Write ``scope``'s records and history as JSONL to ``dest`` (a path or an open text
+        file), exact enough for `import_` to rebuild them; returns the lines written."""
         from memsdk.bank.export import export_scope
 
         return export_scope(self, as_scope(scope), dest)
@@ -578,6 +587,7 @@ class MemoryBank:
         return len(records)
 
     def close(self) -> None:
+        """Close the store; the bank is not used after (the client closes the bank it opened)."""
         self.transport.close()
 
     def __enter__(self) -> MemoryBank:

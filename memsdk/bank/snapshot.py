@@ -30,10 +30,12 @@ class BankSnapshot:
     dim: int
 
     def records(self, *, include_deleted: bool = False) -> list[MemoryRecord]:
+        """The scope's memories, oldest first (deleted ones too with ``include_deleted``)."""
         found = [codec.decode_record(p) for p in self.points if p.payload["kind"] == "memory"]
         return sorted((r for r in found if include_deleted or not r.deleted), key=lambda r: (r.created_at, str(r.id)))
 
     def history(self) -> list[HistoryEvent]:
+        """The scope's history events, in the order they were written."""
         return sorted((codec.decode_event(p) for p in self.points if p.payload["kind"] == "event"), key=lambda e: e.seq)
 
     def violations(self) -> list[str]:
@@ -42,6 +44,8 @@ class BankSnapshot:
         return history_violations(self.scope, self.records(include_deleted=True), self.history())
 
     def fork(self, embedder: Embedder, *, limits: BankLimits = BankLimits()) -> MemoryBank:
+        """A bank in memory holding this snapshot, to write to without touching the original (a
+        rollout). ValueError when ``embedder`` makes vectors of another size than the snapshot's."""
         if embedder.dim != self.dim:
             raise ValueError(f"snapshot holds {self.dim}-d vectors, the embedder makes {embedder.dim}-d")
         return MemoryBank(InMemoryTransport(self.dim, self.points), embedder, limits=limits)

@@ -103,6 +103,7 @@ class Transition:
 
     @property
     def events(self) -> list[HistoryEvent]:
+        """The history events the ops wrote, in order (an op that changed nothing writes none)."""
         return [c.event for c in self.changes if c.event is not None]
 
     @property

@@ -31,6 +31,7 @@ from memsdk.client.reading import ReadPlan, as_source, plan_read
 from memsdk.client.policies import B, Backends, Endpoint, PolicySet, Switch
 from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo, ReadResult
 from memsdk.config import ClientConfig
+from memsdk.docstrings import documented_as
 from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
 from memsdk.errors import ClientClosed, GateFailed, InvalidInput, PolicyError
 from memsdk.llm.config import CircuitBreaker, Limits
@@ -100,19 +101,6 @@ def announce(policies: dict[str, PolicyInfo]) -> None:
     if text not in _ANNOUNCED:
         _ANNOUNCED.add(text)
         print(text, file=sys.stderr)
-
-
-def documented_as(cls: type, twin: type) -> None:
-    """Give each public method (or property) of ``cls`` without a docstring the one of its
-    namesake in ``twin``: the async client and the remote clients have the same calls,
-    arguments and errors as the client they mirror, so one text documents them all
-    (``help()`` and the API reference read it) and they cannot drift apart."""
-    for name, member in vars(cls).items():
-        own = member.fget if isinstance(member, property) else member
-        other = getattr(twin, name, None)
-        if name.startswith("_") or other is None or not callable(own) or own.__doc__:
-            continue
-        own.__doc__ = (other.fget if isinstance(other, property) else other).__doc__
 
 
 def in_process_model(model: str, default: str) -> dict[str, Any]:

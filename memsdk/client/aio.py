@@ -19,7 +19,8 @@ from typing import IO, Any, overload
 
 from tqdm import tqdm
 
-from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, announce, batched, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model, documented_as
+from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, announce, batched, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model
+from memsdk.docstrings import documented_as
 from memsdk.client.policies import Endpoint, Switch
 from memsdk.client.pipeline import Adjacent, Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
 from memsdk.policies.base import Call, Chat, R, acall, achat

@@ -30,7 +30,8 @@ from typing import IO, Any, Generic, TypeVar, overload
 import httpx
 from pydantic import TypeAdapter
 
-from memsdk.client._base import GateStates, ScopeLike, TurnLike, documented_as
+from memsdk.client._base import GateStates, ScopeLike, TurnLike
+from memsdk.docstrings import documented_as
 from memsdk.client.aio import AsyncMemoryClient
 from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo, ReadResult
 from memsdk.client.sync import MemoryClient

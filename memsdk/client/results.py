@@ -13,6 +13,9 @@ __all__ = ["IngestResult", "AnswerResult", "PolicyInfo"]
 
 
 class IngestResult(BaseModel):
+    """What one ingested turn did: its facts, the ops applied (with before and after), what
+    the guard refused, the policy versions that served, and the time per stage."""
+
     model_config = ConfigDict(frozen=True)
 
     trajectory_id: uuid.UUID
@@ -48,6 +51,9 @@ class ReadResult(BaseModel):
 
 
 class AnswerResult(BaseModel):
+    """An answer, the memories it used as evidence, what it cost and the policy versions that
+    served; ``answer_id`` is what `feedback` takes."""
+
     model_config = ConfigDict(frozen=True)
 
     answer_id: uuid.UUID = Field(description="Pass to feedback() to attach a reward to this answer.")
@@ -63,6 +69,9 @@ class AnswerResult(BaseModel):
 
 
 class PolicyInfo(BaseModel):
+    """What serves one role (`MemoryClient.policies`): its version, model, prompt, where it
+    runs, the versions `rollback` returns to, and why it serves."""
+
     model_config = ConfigDict(frozen=True)
 
     role: str

@@ -11,6 +11,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from memsdk.docstrings import documented_as
+
 __all__ = ["Embedder", "HashEmbedder", "EmbedderWrapper", "CachedEmbedder"]
 
 
@@ -19,7 +21,9 @@ class Embedder(Protocol):
     """Turns texts into L2-normalised float32 vectors of a fixed size."""
 
     @property
-    def dim(self) -> int: ...
+    def dim(self) -> int:
+        """The length of every vector."""
+        ...
 
     @property
     def name(self) -> str:
@@ -69,6 +73,9 @@ def _unit(dim: int) -> np.ndarray:
     v = np.zeros(dim, dtype=np.float32)
     v[0] = 1.0
     return v
+
+
+documented_as(HashEmbedder, Embedder)
 
 
 class EmbedderWrapper:

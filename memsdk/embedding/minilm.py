@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from memsdk.docstrings import documented_as
+from memsdk.embedding.base import Embedder
 from memsdk.errors import EmbedderError
 
 __all__ = ["SentenceTransformerEmbedder", "minilm_path"]
@@ -115,3 +117,6 @@ class SentenceTransformerEmbedder:
         except Exception as exc:
             raise EmbedderError(f"embedding {len(texts)} texts failed: {exc}") from exc
         return np.asarray(vectors, dtype=np.float32)
+
+
+documented_as(SentenceTransformerEmbedder, Embedder)

@@ -16,6 +16,9 @@ __all__ = ["Hit", "Point", "StoreTransport", "Where", "InMemoryTransport", "open
 
 
 def open_transport(location: str | os.PathLike[str], *, dim: int, api_key: str | None = None) -> StoreTransport:
+    """The transport a location names: ``http(s)://...`` a Qdrant server (qdrant-client,
+    with ``api_key``), ``":memory:"`` qdrant-client in memory, any other path Qdrant's
+    embedded engine in that folder. `StoreLocked` when another process holds the folder."""
     text = os.fspath(location)
     if text.startswith(("http://", "https://")):
         from memsdk.store.qdrant import QdrantClientTransport

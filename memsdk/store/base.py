@@ -210,7 +210,9 @@ class StoreTransport(Protocol):
         """Every matching point, in no particular order; ``with_vectors``: dense and sparse."""
         ...
 
-    def count(self, where: Where) -> int: ...
+    def count(self, where: Where) -> int:
+        """How many points match (exact, from the payload indexes)."""
+        ...
 
     def delete(self, where: Where) -> int:
         """Remove matching points for good; returns how many."""
@@ -237,7 +239,9 @@ class StoreTransport(Protocol):
         waiter gives up with `StoreLocked`. Not reentrant: the bank counts its own nesting."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Let go of the engine or the connection; a closed transport is not used again."""
+        ...
 
 
 #: a lease outlives a killed holder by this much; a bank holds one only for a read-plan-write

@@ -14,12 +14,16 @@ from contextlib import AbstractContextManager
 
 import numpy as np
 
-from memsdk.store.base import LEASE_TTL_S, LEASE_WAIT_S, RRF_K, Hit, LocalLeases, Point, Sparse, Where, prefetch_limit
+from memsdk.docstrings import documented_as
+from memsdk.store.base import LEASE_TTL_S, LEASE_WAIT_S, RRF_K, Hit, LocalLeases, Point, Sparse, StoreTransport, Where, prefetch_limit
 
 __all__ = ["InMemoryTransport"]
 
 
 class InMemoryTransport:
+    """A `StoreTransport` in plain Python dicts: what a snapshot forks into (a training rollout)
+    and what unit tests run on. Exact search, one process, nothing on disk."""
+
     def __init__(self, dim: int, points: Iterable[Point] = ()) -> None:
         self.dim = dim
         self._points: dict[str, Point] = {p.id: p for p in points}
@@ -105,3 +109,6 @@ def _bm25(pts: list[Point], query: Sparse, limit: int, corpus: list[Point]) -> l
     scored = [(sum(w * idf[t] * terms.get(t, 0.0) for t, w in zip(query.indices, query.values)), i, p) for i, (p, terms) in enumerate(docs)]
     scored = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))[:limit]
     return [Hit(p, score) for score, _, p in scored]
+
+
+documented_as(InMemoryTransport, StoreTransport)
