@@ -118,7 +118,8 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], datetime], str]]] =
 
 
 def _n(match: re.Match[str]) -> int:
-    raw = next(v for k, v in match.groupdict().items() if k.startswith("n") and v).lower()
+    found = match.groupdict()  # "in N days" names its count n, "N days from now" n2
+    raw = (found.get("n") or found["n2"]).lower()
     return int(raw) if raw.isdigit() else _NUMBERS[raw]
 
 

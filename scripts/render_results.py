@@ -142,7 +142,7 @@ def load(folder: Path) -> Run:
         else:
             parts.append(_demote(text))
     if report is not None:
-        sources.insert(0, f"{folder.name}/{report_json.name if report_json else 'report.json'}")
+        sources.insert(0, f"{folder.name}/{report_json.name}")
         if not mds:
             parts.append(_summary_table(report))
     conv = _conversations(folder)

@@ -6,7 +6,7 @@ import json
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -92,21 +92,18 @@ class SentenceTransformerEmbedder:
                 try:
                     from sentence_transformers import SentenceTransformer
 
-                    with self._threads():
+                    with torch_threads(self.threads):
                         self._model = SentenceTransformer(str(self.path), device=self.device)
                 except Exception as exc:
                     raise EmbedderError(f"cannot load the embedding model from {self.path}: {exc}") from exc
         return self._model
-
-    def _threads(self) -> AbstractContextManager[None]:
-        return torch_threads(self.threads)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
         model = self._load()
         try:
-            with self._threads():
+            with torch_threads(self.threads):
                 vectors = model.encode(
                     list(texts),
                     batch_size=self.batch_size,
