@@ -10,15 +10,22 @@ vf_coef, value_clip, value_lr), which makes the loop's learner PPO with a value 
 supervised, with its own trainer; ``--steps`` and ``--device`` do not apply to it.
 ``pairs-cross`` is the cross-encoder served mixed with that head (`recipes.cross_encoder`,
 `configs/pairs_cross.yaml`), supervised the same way.
+
+``--nproc N`` runs an on-policy recipe data-parallel in N processes on this machine (it
+re-runs the same command under torchrun, `training.distributed`); a command already
+started by ``torchrun`` or ``accelerate launch`` joins their process group by itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from .distributed import drop_option, launch_command, launched
 
 __all__ = ["RECIPES", "main", "build_recipe"]
 
@@ -57,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--steps", type=int)
     train.add_argument("--output-dir")
     train.add_argument("--device")
+    train.add_argument("--nproc", type=int, default=1, help="data-parallel processes on this machine (torchrun; gloo on CPU, NCCL on CUDA)")
     from .commands import add_arguments, run
 
     add_arguments(sub.add_parser("retrain", help="retrain from an app's judged traffic, then the release gate (= memsdk train)"))
@@ -64,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "retrain":
         print(json.dumps(run(args, {}), indent=2))
         return 0
+    if args.nproc != 1 and not launched():
+        if args.recipe in SUPERVISED:
+            parser.error(f"--nproc: {args.recipe} is a supervised classifier trained in one process")
+        return subprocess.run(launch_command(args.nproc, drop_option(argv if argv is not None else sys.argv[1:], "--nproc"))).returncode
     if args.recipe in SUPERVISED:  # a classifier, not an on-policy loop: its own trainer reads the config
         import importlib
 
@@ -75,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         recipe.train()
     finally:
         recipe.cleanup()
-    print(json.dumps({"output_dir": str(recipe.out), "metrics": str(recipe.out / "metrics.jsonl")}))
+    if recipe.world.main:
+        print(json.dumps({"output_dir": str(recipe.out), "metrics": str(recipe.out / "metrics.jsonl")}))
     return 0
 
 

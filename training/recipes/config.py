@@ -63,7 +63,12 @@ class RecipeConfig(_Config):
     base_model: str = Field("smollm2", description="The served base model name written into the manifest.")
     lora: LoRASettings = LoRASettings()
     device: str = "cpu"
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="The weights' dtype: bfloat16 halves a GPU run's memory (the LoRA and the losses stay float32-safe: log-probs are taken in float32)."
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="Recompute activations in the backward pass instead of keeping them: less memory for long rollouts, about a third more compute."
+    )
     num_threads: int | None = Field(None, description="torch CPU threads; None leaves torch's default.")
     # -- sampling (the rollouts) ---------------------------------------------------------------
     group_size: int = Field(8, ge=2, description="n rollouts per prompt: a GRPO group.")
@@ -72,7 +77,10 @@ class RecipeConfig(_Config):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(96, ge=1)
     rollout_backend: Literal["in-process", "vllm"] = "in-process"
-    vllm_base_url: str | None = Field(None, description="Needed for rollout_backend 'vllm': a server started with --enable-lora.")
+    vllm_base_url: str | None = Field(None, description="rollout_backend 'vllm': a server started with --enable-lora.")
+    vllm_base_urls: list[str] = Field(
+        default_factory=list, description="rollout_backend 'vllm': several such servers (replicas); requests are spread across them and every update reloads the adapter on each."
+    )
     # -- loss ----------------------------------------------------------------------------------
     lr: float = Field(1e-5, gt=0.0)
     weight_decay: float = 0.0
@@ -109,9 +117,22 @@ class RecipeConfig(_Config):
 
     @model_validator(mode="after")
     def _vllm_needs_url(self) -> "RecipeConfig":
-        if self.rollout_backend == "vllm" and not self.vllm_base_url:
-            raise ValueError("rollout_backend 'vllm' needs vllm_base_url")
+        if self.rollout_backend == "vllm" and not self.rollout_servers:
+            raise ValueError("rollout_backend 'vllm' needs vllm_base_url or vllm_base_urls")
         return self
+
+    @model_validator(mode="after")
+    def _checkpointing_without_dropout(self) -> "RecipeConfig":
+        # checkpointed layers only recompute in train mode, where LoRA dropout would make the
+        # scored policy differ from the sampled one
+        if self.gradient_checkpointing and self.lora.dropout:
+            raise ValueError("gradient_checkpointing needs lora.dropout 0")
+        return self
+
+    @property
+    def rollout_servers(self) -> list[str]:
+        """Every vLLM base URL the rollouts may use, each once, in the order given."""
+        return list(dict.fromkeys([*([self.vllm_base_url] if self.vllm_base_url else []), *self.vllm_base_urls]))
 
     def clip(self) -> PPOClipConfig:
         return PPOClipConfig(self.clip_eps_low, self.clip_eps_high, self.dual_clip_c, self.log_ratio_cap, self.ratio_level, self.aggregation)

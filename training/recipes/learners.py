@@ -27,6 +27,11 @@ optimizer steps the LoRA and the value head together (``value_lr`` can give the 
 own rate). No group is dropped: replies that all scored the same still teach the critic, and
 their advantages are zero only once V predicts their reward.
 
+Data-parallel (`training.distributed`): a learner sees the whole step's groups on every
+rank, so advantages are taken over whole groups (GRPO) and the whitening statistics over
+the whole step's tokens (PPO: each rank scores V_old for its share of the replies, and the
+values are gathered before GAE); each rank then backpropagates its share of the rows.
+
 The value head is training-only: checkpoints keep it (trainer.pt ``modules``, so a resumed
 run continues the critic and its optimizer state exactly), but the published adapter is the
 LoRA alone, which is all the client's manager runs.
@@ -41,6 +46,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 
 from ..advantages import GroupedAdvantages, grouped_advantages, nonzero_variance
+from ..distributed import World
 from ..losses import clipped_value_loss, explained_variance, gae, terminal_rewards, whiten
 from .config import ManagerPPOConfig, RecipeConfig
 from .policy import Policy
@@ -82,8 +88,8 @@ class GroupLearner:
     name = "grpo"
     curves: tuple[str, ...] = ()
 
-    def __init__(self, config: RecipeConfig) -> None:
-        self.config = config
+    def __init__(self, config: RecipeConfig, world: World = World()) -> None:
+        self.config, self.world = config, world
         self.modules: dict[str, torch.nn.Module] = {}
 
     def param_groups(self) -> list[dict[str, Any]]:
@@ -106,7 +112,7 @@ class GroupLearner:
         """When every group was uniform there is nothing to learn from and the weights stay as they are."""
         adv = self.advantages(groups)
         rows = self.rows(groups, adv)
-        stats = ppo_update(policy, optimizer, rows, self.config)
+        stats = ppo_update(policy, optimizer, rows, self.config, self.world)
         return Learned(stats, len(rows), float((~adv.keep).double().mean()), {})
 
 
@@ -167,24 +173,34 @@ def _pad_cat(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1])) for t in tensors])
 
 
+def _gather_rows(world: World, local: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """Every rank's micro-batches [b_k, L_k], in rank order, as one [N, max L] batch on ``device``
+    (a rank with no rows contributes none)."""
+    mine = _pad_cat(local).cpu() if local else None
+    return _pad_cat([t for t in world.gather(mine) if t is not None]).to(device)
+
+
 def value_ppo_update(
-    policy: Policy, value_head: ValueHead, optimizer: torch.optim.Optimizer, replies: Sequence[Reply], config: ManagerPPOConfig
-) -> tuple[UpdateStats | None, dict[str, float]]:
+    policy: Policy, value_head: ValueHead, optimizer: torch.optim.Optimizer, replies: Sequence[Reply], config: ManagerPPOConfig,
+    world: World = World(),
+) -> tuple[UpdateStats | None, dict[str, float]]:  # fmt: skip
     """``config.ppo_epochs`` passes of L (module docstring) over ``replies``, one optimizer step per pass.
 
     Returns the policy's stats and the critic's: value_loss, value_clip_fraction, and, from
     the values the advantages were computed with, explained_variance (V_old against G) and
-    value_mean (mean V_old over the reply tokens).
+    value_mean (mean V_old over the reply tokens). ``replies`` are the whole step's; this
+    rank scores and backpropagates its share.
     """
     if not replies:
         return None, {}
-    size = config.micro_batch_size
-    starts = range(0, len(replies), size)
-    batches = [replies[i : i + size] for i in starts]
+    size, part = config.micro_batch_size, world.part(len(replies))
+    starts = range(part.start, part.stop, size)  # indices into the whole step's replies
+    batches = [replies[i : min(i + size, part.stop)] for i in starts]
     olds = [_score_old(policy, value_head, b) for b in batches]
     # GAE runs row by row, so padding micro-batches to one width changes nothing; the whitening
-    # statistics must be the whole step's, not each micro-batch's
-    values, mask = _pad_cat([o.values for o in olds]), _pad_cat([o.mask for o in olds])
+    # statistics must be the whole step's, not each micro-batch's (nor each rank's)
+    values = _gather_rows(world, [o.values for o in olds], policy.device)
+    mask = _gather_rows(world, [o.mask for o in olds], policy.device)
     rewards = torch.tensor([r.reward for r in replies], dtype=values.dtype, device=values.device)  # [N]
     targets = ppo_targets(rewards, values, mask, config.gamma, config.lam)
 
@@ -198,7 +214,7 @@ def value_ppo_update(
         return pl.loss + config.vf_coef * vl.loss, {**pl.stats, "value_loss": float(vl.loss.detach()), "value_clip_fraction": float(vl.clip_fraction)}
 
     params = [*policy.trainable_parameters(), *value_head.parameters()]
-    totals = run_epochs(optimizer, params, [len(b) / len(replies) for b in batches], micro_loss, config)
+    totals = run_epochs(optimizer, params, [len(b) / len(replies) for b in batches], micro_loss, config, world)
     critic = {
         "value_loss": totals["value_loss"], "value_clip_fraction": totals["value_clip_fraction"],
         "explained_variance": explained_variance(values, targets.returns, mask), "value_mean": float(values[mask.bool()].mean()),
@@ -214,8 +230,8 @@ class ValueLearner:
     name = "ppo"
     curves: tuple[str, ...] = ("value_loss", "explained_variance", "value_mean")
 
-    def __init__(self, config: ManagerPPOConfig, policy: Policy) -> None:
-        self.config = config
+    def __init__(self, config: ManagerPPOConfig, policy: Policy, world: World = World()) -> None:
+        self.config, self.world = config, world
         self.value_head = ValueHead(policy.model.config.hidden_size).to(policy.device)
         self.modules: dict[str, torch.nn.Module] = {"value_head": self.value_head}
 
@@ -224,14 +240,14 @@ class ValueLearner:
 
     def learn(self, policy: Policy, optimizer: torch.optim.Optimizer, groups: Sequence[SampledGroup]) -> Learned:
         replies = [Reply(c.prompt, c.token_ids, s.reward) for g in groups for s in g.samples for c in s.completions if c.token_ids]
-        stats, critic = value_ppo_update(policy, self.value_head, optimizer, replies, self.config)
+        stats, critic = value_ppo_update(policy, self.value_head, optimizer, replies, self.config, self.world)
         # nothing is dropped; logged so PPO and GRPO runs compare on how often groups were uniform
         uniform = sum(not bool(nonzero_variance(g.rewards)) for g in groups) / len(groups)
         return Learned(stats, len(replies), uniform, critic)
 
 
-def learner_for(config: RecipeConfig, policy: Policy) -> Learner:
+def learner_for(config: RecipeConfig, policy: Policy, world: World = World()) -> Learner:
     """PPO with a value head for a PPO config, else group-normalised GRPO."""
     if isinstance(config, ManagerPPOConfig):
-        return ValueLearner(config, policy)
-    return GroupLearner(config)
+        return ValueLearner(config, policy, world)
+    return GroupLearner(config, world)

@@ -26,11 +26,17 @@ Where a reward is computed is the sampler's environment (`training.env`, calling
 functions of `training.rewards`); where the loss is taken is the learner (`recipes.update`,
 `recipes.learners`); where a checkpoint is written is `save_checkpoint` below.
 
+Data parallelism (`training.distributed`, under ``torchrun`` / ``accelerate launch`` or
+``--nproc N``): each rank samples its share of a step's states, every rank receives every
+group, each rank backpropagates its share of the rows and the gradients are summed; rank 0
+alone evaluates and writes. A one-process run is the same loop in the one-process `World`.
+
 Resume: a stage's ``last`` checkpoint holds the adapter, optimizer, RNG, training-only
 modules (a value head), the step within the stage, the stage's best validation so far and
 every evaluation. `setup` continues from the newest one: inside its stage, or at the next
 stage's start when it had finished. Seeds and states depend only on (stage, step), so a
-killed and resumed run writes the same rows and weights as an unbroken one.
+killed and resumed run writes the same rows and weights as an unbroken one (resumed with
+any number of processes: the same rows up to float summation order).
 
 torchtune's recipe shape: ``setup`` / ``train`` / ``save_checkpoint`` / ``cleanup``.
 """
@@ -50,6 +56,7 @@ from tqdm import tqdm
 
 from memsdk.llm.base import SamplingParams
 
+from ..distributed import World
 from ..checkpoint import data_hash, export_policy, latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import RecipeConfig
 from .learners import Learned, Learner, learner_for
@@ -118,7 +125,7 @@ class Recipe(abc.ABC, Generic[S]):
 
     def make_learner(self, policy: Policy) -> Learner:
         """GRPO over the groups, or PPO with a value head when the config is a PPO config."""
-        return learner_for(self.config, policy)
+        return learner_for(self.config, policy, self.world)
 
     def make_stages(self) -> list[Stage[S]]:
         """The schedule (override for a curriculum); default one stage on the data's states."""
@@ -133,26 +140,34 @@ class Recipe(abc.ABC, Generic[S]):
         return torch.optim.AdamW(groups, lr=self.config.lr, weight_decay=self.config.weight_decay)
 
     def setup(self) -> None:
+        self.world = World.from_env(self.config.device)
+        if self.world.device != self.config.device:  # a CUDA rank's own GPU
+            self.config = self.config.model_copy(update={"device": self.world.device})
         cfg = self.config
         self.policy = start_run(cfg, self.out)
+        self.world.broadcast_parameters(self.policy.trainable_parameters())
         self.learner = self.make_learner(self.policy)
         self.optimizer = self.new_optimizer()
-        self.rollouts = rollout_engine(cfg, self.policy, self.out)
+        self.rollouts = rollout_engine(cfg, self.policy, self.out, self.world)
         self.data = self._setup_data(self.policy, self.rollouts)
         self.stages = self.make_stages()
         if not all(s.train for s in self.stages):
             raise ValueError("no training states")
         self._resume()
         # rows past the checkpoint were written by the killed run and are about to be redone
-        self.metrics = MetricsLog(self.out / "metrics.jsonl", keep=lambda r: (r.get("stage", 0), r["step"]) <= (self.stage, self.step))
+        if self.world.main:
+            self.metrics = MetricsLog(self.out / "metrics.jsonl", keep=lambda r: (r.get("stage", 0), r["step"]) <= (self.stage, self.step))
 
     def _resume(self) -> None:
         """Continue from the newest stage's ``last`` checkpoint, if any: inside that stage, or at
-        the next stage's start when it had finished (its warm start then runs as in an unbroken run)."""
-        for index in reversed(range(len(self.stages))):
-            last = latest_checkpoint(self.out / self.stages[index].folder / "last")
-            if last is None:
-                continue
+        the next stage's start when it had finished (its warm start then runs as in an unbroken run).
+        Rank 0 finds it (finding repairs what a killed save left), and every rank loads it."""
+        found = None
+        if self.world.main:
+            found = next(((i, str(p)) for i in reversed(range(len(self.stages))) if (p := latest_checkpoint(self.out / self.stages[i].folder / "last"))), None)
+        found = self.world.broadcast(found)
+        if found is not None:
+            index, last = found
             state = load_checkpoint(last, policy=self.policy, optimizer=self.optimizer, modules=self.learner.modules)
             self.rollouts.sync(self.policy)
             self.evals = state.extra.get("evals", [])
@@ -160,7 +175,6 @@ class Recipe(abc.ABC, Generic[S]):
                 self.stage, self.step, self.best = index + 1, 0, None
             else:
                 self.stage, self.step, self.best = index, state.step, state.extra.get("best")
-            return
 
     # -- one step's pieces ---------------------------------------------------------------------
     @property
@@ -180,13 +194,14 @@ class Recipe(abc.ABC, Generic[S]):
         return out
 
     def rollout(self, states: Sequence[S], step: int) -> list[SampledGroup]:
-        """Step 1: every group the sampler draws for each state, from the current weights."""
+        """Step 1: every group the sampler draws for each state, from the current weights; this
+        rank samples its share of the states and receives the others' groups, in state order."""
         cfg, key = self.config, self.current.seed_key
-        groups: list[SampledGroup] = []
-        for k, s in enumerate(states):
+        mine: list[SampledGroup] = []
+        for k in self.world.part(len(states)):  # k: the state's index in the whole step, which seeds it
             params = self.sampling_params(step_seed(cfg.seed, *key, step, k))
-            groups += self.data.sampler.sample(s, params, seed=step_seed(cfg.seed, "qa", *key, step, k))
-        return groups
+            mine += self.data.sampler.sample(states[k], params, seed=step_seed(cfg.seed, "qa", *key, step, k))
+        return [g for part in self.world.gather(mine) for g in part]
 
     def sampling_params(self, seed: int) -> SamplingParams:
         c = self.config
@@ -204,9 +219,11 @@ class Recipe(abc.ABC, Generic[S]):
             logged += self._train_stage()
             if index + 1 < len(self.stages):
                 self.stage, self.step, self.best = index + 1, 0, None
-        plot_metrics(self.out / "metrics.jsonl", self.out / "curves.png", (*self.curves, *self.learner.curves))
-        if self.config.publish is not None:
-            self.publish()
+        if self.world.main:
+            plot_metrics(self.out / "metrics.jsonl", self.out / "curves.png", (*self.curves, *self.learner.curves))
+            if self.config.publish is not None:
+                self.publish()
+        self.world.barrier()
         return logged
 
     def start_stage(self, index: int) -> None:
@@ -248,17 +265,18 @@ class Recipe(abc.ABC, Generic[S]):
         prompts = [e.prompt for e in examples]
         targets = [target_ids(self.policy, e.target) for e in examples]
         optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=cfg.warm_start_lr, weight_decay=cfg.weight_decay)
-        log = MetricsLog(self.out / "warm_start.jsonl")
+        log = MetricsLog(self.out / "warm_start.jsonl") if self.world.main else None
         rows = []
         batches = warm_start_batches(len(examples), cfg.warm_start_batch_size, cfg.warm_start_steps, cfg.seed)
         for k, batch in enumerate(tqdm(batches, desc=f"warm start {self.role}", disable=not cfg.progress)):
             started = time.perf_counter()
             loss = sft_step(
                 self.policy, optimizer, [prompts[i] for i in batch], [targets[i] for i in batch],
-                micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm,
+                micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm, world=self.world,
             )  # fmt: skip
             row = {"phase": "warm_start", "step": k + 1, "loss": loss, "examples": len(examples), "seconds": time.perf_counter() - started}
-            log.write(row)
+            if log is not None:
+                log.write(row)
             rows.append(row)
         self.rollouts.sync(self.policy)
         self._evaluate_and_keep_best(phase="warm_start")
@@ -268,7 +286,10 @@ class Recipe(abc.ABC, Generic[S]):
     def _train_stage(self) -> list[dict[str, Any]]:
         cfg, stage = self.config, self.current
         label = "".join(f" {k} {v}" for k, v in stage.tags.items())
-        bar = tqdm(range(self.step, cfg.steps), initial=self.step, total=cfg.steps, desc=f"{self.learner.name}-{self.role}{label}", disable=not cfg.progress)
+        bar = tqdm(
+            range(self.step, cfg.steps), initial=self.step, total=cfg.steps, desc=f"{self.learner.name}-{self.role}{label}",
+            disable=not cfg.progress or not self.world.main,
+        )  # fmt: skip
         logged = []
         for step in bar:
             started = time.perf_counter()
@@ -283,7 +304,8 @@ class Recipe(abc.ABC, Generic[S]):
             row = {**stage.tags, **self._metrics_row(groups, learned, time.perf_counter() - started)}
             if (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.steps:
                 row.update({f"eval_{k}": v for k, v in self._evaluate_and_keep_best().items()})
-            self.metrics.write(row)
+            if self.world.main:
+                self.metrics.write(row)
             logged.append(row)
             bar.set_postfix(reward=f"{row['reward_mean']:.3f}", kl=f"{row['kl']:.3f}" if "kl" in row else ("-" if row["updated"] else "skipped"))
             if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
@@ -316,7 +338,8 @@ class Recipe(abc.ABC, Generic[S]):
         return self.data.sampler.evaluate(val) if val else {}
 
     def _evaluate_and_keep_best(self, **tags: Any) -> dict[str, float]:
-        result = self.evaluate()
+        """Rank 0 evaluates and every rank receives the result, so all keep the same ``best``."""
+        result = self.world.broadcast(self.evaluate() if self.world.main else {})
         self.evals.append({**self.current.tags, "stage": self.stage, "step": self.step, **tags, **result})
         if result and (self.best is None or result["reward"] > self.best["reward"]):
             self.best = {"step": self.step, **result}
@@ -325,12 +348,17 @@ class Recipe(abc.ABC, Generic[S]):
 
     def save_checkpoint(self, path: Path | None = None, *, with_optimizer: bool = True) -> Path:
         """The adapter and the run's position; by default as the current stage's ``last``, the
-        checkpoint `setup` resumes from."""
-        return save_checkpoint(
-            path or self.out / self.current.folder / "last", policy=self.policy, optimizer=self.optimizer if with_optimizer else None,
-            step=self.step, config=self.config.model_dump(mode="json"), modules=self.learner.modules,
-            extra={"stage": self.stage, **self.current.tags, "best": self.best, "evals": self.evals},
-        )  # fmt: skip
+        checkpoint `setup` resumes from. Rank 0 writes (every rank holds the same weights and
+        optimizer state); the others wait until it is on disk."""
+        path = path or self.out / self.current.folder / "last"
+        if self.world.main:
+            save_checkpoint(
+                path, policy=self.policy, optimizer=self.optimizer if with_optimizer else None,
+                step=self.step, config=self.config.model_dump(mode="json"), modules=self.learner.modules,
+                extra={"stage": self.stage, **self.current.tags, "best": self.best, "evals": self.evals},
+            )  # fmt: skip
+        self.world.barrier()
+        return path
 
     def best_adapter(self) -> Path:
         """The last stage's best validation checkpoint's adapter (its last one when there was no
@@ -356,4 +384,5 @@ class Recipe(abc.ABC, Generic[S]):
 
     def cleanup(self) -> None:
         self.rollouts.backend.close()
+        self.world.close()
         del self.policy, self.optimizer

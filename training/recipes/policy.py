@@ -23,8 +23,8 @@ off, which is how a frozen LLM answerer shares the memory of the policy.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from contextlib import nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -39,6 +39,18 @@ from .config import RecipeConfig
 __all__ = ["Scored", "Policy"]
 
 
+@contextmanager
+def _train_mode(model: Any, on: bool) -> Iterator[None]:
+    if not on:
+        yield
+        return
+    model.train()
+    try:
+        yield
+    finally:
+        model.eval()
+
+
 class Scored(NamedTuple):
     logp: torch.Tensor  # [B, L] log pi(y_l | prompt, y_<l) at the sampling temperature; 0 where masked
     mask: torch.Tensor  # [B, L] 1 on completion tokens
@@ -49,9 +61,13 @@ class Scored(NamedTuple):
 class Policy:
     """Base model + LoRA on ``device``; `backend` samples, `score` gives per-token log-probs."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, device: str, temperature: float, name: str = "policy", base_name: str = "base") -> None:
+    def __init__(
+        self, model: Any, tokenizer: Any, *, device: str, temperature: float, name: str = "policy", base_name: str = "base",
+        checkpointing: bool = False,
+    ) -> None:  # fmt: skip
         self.model, self.tokenizer, self.device = model, inprocess.prepare_tokenizer(tokenizer), torch.device(device)
         self.temperature, self.name, self.base_name = temperature, name, base_name
+        self.checkpointing = checkpointing
 
     @classmethod
     def from_config(cls, config: RecipeConfig) -> "Policy":
@@ -68,7 +84,10 @@ class Policy:
         )  # fmt: skip
         model = get_peft_model(base, lora).to(config.device)
         model.eval()  # no dropout anywhere: rollouts, old and new log-probs come from one function
-        return cls(model, tokenizer, device=config.device, temperature=config.temperature)
+        if config.gradient_checkpointing:
+            # non-reentrant: the frozen embeddings' outputs need no requires_grad hook for the LoRA to get gradients
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        return cls(model, tokenizer, device=config.device, temperature=config.temperature, checkpointing=config.gradient_checkpointing)
 
     # -- weights ---------------------------------------------------------------------------
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
@@ -133,7 +152,10 @@ class Policy:
         input_ids = torch.cat([enc["input_ids"], comp], dim=1)  # [B, W + L]
         attention = torch.cat([enc["attention_mask"], mask], dim=1)  # [B, W + L]
         positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [B, W + L]
-        with self.model.disable_adapter() if reference else nullcontext():
+        # transformers recomputes checkpointed layers only in train mode; the config refuses
+        # LoRA dropout with checkpointing, so train mode computes the same function as eval
+        recompute = self.checkpointing and torch.is_grad_enabled()
+        with self.model.disable_adapter() if reference else nullcontext(), _train_mode(self.model, recompute):
             out = self.model(
                 input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=length + 1, output_hidden_states=with_hidden
             )  # fmt: skip

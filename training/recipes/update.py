@@ -14,6 +14,11 @@ micro-batch's loss is weighted by its share of rows before backward, so the accu
 gradient is that of the row-mean (exact for seq-mean-token-mean and step-mean with one step
 per row; token-mean becomes a mean of per-micro-batch token means).
 
+Under data parallelism (`training.distributed`) the rows are the whole step's, on every
+rank; each rank scores its share, the weights stay shares of the whole step's rows, and
+`run_epochs` sums the accumulated gradients across ranks before clipping, so the step is
+the one-process step.
+
 `policy_loss` (one micro-batch's L) and `run_epochs` (the accumulate / clip / step loop)
 are public so that an update with more terms (PPO with a value head,
 `recipes.learners.ValueLearner`) adds its terms instead of repeating the loop.
@@ -27,6 +32,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..distributed import World
 from ..losses import aggregate, entropy_bonus, kl_estimate, ppo_clip_loss
 from .config import RecipeConfig
 from .policy import Policy, Scored
@@ -105,13 +111,15 @@ def policy_loss(new: Scored, old_logp: torch.Tensor | None, ref_logp: torch.Tens
 
 def run_epochs(
     optimizer: torch.optim.Optimizer, params: Sequence[torch.nn.Parameter], weights: Sequence[float],
-    micro_loss: Callable[[int], tuple[torch.Tensor, dict[str, float]]], config: RecipeConfig,
+    micro_loss: Callable[[int], tuple[torch.Tensor, dict[str, float]]], config: RecipeConfig, world: World = World(),
 ) -> dict[str, float]:  # fmt: skip
     """``config.ppo_epochs`` passes, one optimizer step each: grad = sum_k w_k grad L_k over micro-batches k.
 
     ``micro_loss(k)`` returns L_k and its stats; with w_k = rows_k / rows the accumulated
     gradient is that of the row-mean. Returns the per-pass means of "loss", of every stat
     (each weighted by w_k) and of "grad_norm" (before clipping, over ``params``).
+    Data-parallel: ``weights`` are this rank's micro-batches' shares of the whole step's rows
+    (possibly none); gradients and stats are summed over ranks before clipping.
     """
     totals: dict[str, float] = {}
     for _ in range(config.ppo_epochs):
@@ -121,19 +129,23 @@ def run_epochs(
             (loss * weight).backward()
             for name, value in {"loss": float(loss.detach()), **stats}.items():
                 totals[name] = totals.get(name, 0.0) + value * weight
+        world.sum_grads(params)
         norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm if config.max_grad_norm else float("inf"))
-        totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(norm)
+        totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(norm) / world.size  # every rank holds the same norm
         optimizer.step()
-    return {name: value / config.ppo_epochs for name, value in totals.items()}
+    return {name: value / config.ppo_epochs for name, value in world.sum(totals).items()}
 
 
-def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rows: Sequence[Row], config: RecipeConfig) -> UpdateStats | None:
-    """``config.ppo_epochs`` passes over ``rows``, one optimizer step per pass; None (and the
-    weights untouched) when there is no row with a token to learn from."""
+def ppo_update(
+    policy: Policy, optimizer: torch.optim.Optimizer, rows: Sequence[Row], config: RecipeConfig, world: World = World()
+) -> UpdateStats | None:
+    """``config.ppo_epochs`` passes over ``rows`` (the whole step's; this rank scores its
+    share), one optimizer step per pass; None (and the weights untouched) when there is no
+    row with a token to learn from."""
     rows = [r for r in rows if r.completion]  # an empty reply has no token to score
     if not rows:
         return None
-    batches = _chunks(rows, config.micro_batch_size)
+    batches = _chunks(world.share(rows), config.micro_batch_size)
     olds = [_score_old(policy, b, config) for b in batches]
 
     def micro_loss(k: int) -> PolicyLoss:
@@ -142,5 +154,5 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rows: Sequence[
         advantages = torch.tensor([r.advantage for r in batch], dtype=new.logp.dtype, device=new.logp.device)  # [B]
         return policy_loss(new, old.logp, old.ref_logp, advantages, config)
 
-    totals = run_epochs(optimizer, policy.trainable_parameters(), [len(b) / len(rows) for b in batches], micro_loss, config)
+    totals = run_epochs(optimizer, policy.trainable_parameters(), [len(b) / len(rows) for b in batches], micro_loss, config, world)
     return UpdateStats._make(totals.get(name) for name in UpdateStats._fields)  # "kl" is absent when kl_coef is 0

@@ -33,6 +33,7 @@ from memsdk.policies.base import Request
 from memsdk.policies.schemas import MAX_EVIDENCE
 from memsdk.types import Op, ScoredMemory
 
+from ..distributed import World
 from ..env import ManagerEnv, MemoryState
 from .policy import Policy
 
@@ -139,32 +140,37 @@ def target_ids(policy: Policy, target: str) -> list[int]:
 
 def sft_step(
     policy: Policy, optimizer: torch.optim.Optimizer, prompts: Sequence[str], targets: Sequence[Sequence[int]],
-    *, micro_batch_size: int | None = None, max_grad_norm: float | None = None,
+    *, micro_batch_size: int | None = None, max_grad_norm: float | None = None, world: World = World(),
 ) -> float:  # fmt: skip
     """One optimizer step on L = -(1 / N) sum_i sum_l log pi(y_{i,l} | x_i, y_{i,<l}), N = sum_i |y_i|.
 
     A token-level mean, so long targets weigh by their length, as in ordinary SFT.
     Log-probs are `Policy.score`'s, at the policy's sampling temperature (1 in the manager
     recipes, where this is the plain cross-entropy). Micro-batches accumulate gradients of
-    their share of the sum, so the step is the same whatever ``micro_batch_size`` is.
+    their share of the sum, so the step is the same whatever ``micro_batch_size`` is, and
+    whatever the number of ranks (the batch is the whole step's; each rank scores its share
+    and the gradients are summed across ranks, `training.distributed`).
     Returns L (before the step).
     """
-    size = micro_batch_size or len(prompts)
     total = sum(len(t) for t in targets)
     if total == 0:
         raise ValueError("sft_step needs at least one target token")
+    mine = world.part(len(prompts))
+    size = micro_batch_size or max(1, len(mine))
     params = [p for group in optimizer.param_groups for p in group["params"]]
     optimizer.zero_grad(set_to_none=True)
     loss_sum = 0.0
-    for i in range(0, len(prompts), size):
-        scored = policy.score(prompts[i : i + size], targets[i : i + size])
+    for i in range(mine.start, mine.stop, size):
+        end = min(i + size, mine.stop)
+        scored = policy.score(prompts[i:end], targets[i:end])
         loss = -scored.logp.sum() / total
         loss.backward()
         loss_sum += float(loss.detach())
+    world.sum_grads(params)
     if max_grad_norm:
         torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
     optimizer.step()
-    return loss_sum
+    return world.sum({"loss": loss_sum})["loss"]
 
 
 def warm_start_batches(n_examples: int, batch_size: int, steps: int, seed: int) -> list[list[int]]:

@@ -19,7 +19,7 @@ from memsdk.llm.base import SamplingParams
 from memsdk.llm.inprocess import render
 from memsdk.llm.transformers_backend import TransformersBackend
 from memsdk_training.advantages import GroupedAdvantages
-from memsdk_training.recipes import GroupLearner, Sampled, SampledGroup
+from memsdk_training.recipes import GroupLearner, LoRASettings, Recipe, RecipeConfig, RecipeData, Sampled, SampledGroup
 
 def run_recipe(cls: Any, config: Any) -> list[dict]:
     """setup -> train -> cleanup; the metrics rows of the run."""
@@ -140,6 +140,45 @@ class OpChoiceEnv:
         greedy = SamplingParams(temperature=0.0, max_tokens=1)
         texts = [c.text for c in (self.backend.chat(self.messages(s), params=greedy).choices[0] for s in states)]
         return {"reward": sum(self.reward(s, t) for s, t in zip(states, texts)) / len(states)}
+
+
+class OpRecipe(Recipe):
+    """The shared loop on the synthetic op task (its RecipeConfig makes the learner GRPO)."""
+
+    def _setup_data(self, policy, rollouts):  # type: ignore[no-untyped-def]
+        return RecipeData(OpChoiceEnv(rollouts.backend), op_states(8, seed=0), op_states(8, seed=1))
+
+
+class ZeroAdvantageRecipe(OpRecipe):
+    """Identical, except that every advantage is 0: only the (zero at start) KL term is left."""
+
+    def make_learner(self, policy):  # type: ignore[no-untyped-def]
+        return ZeroAdvantages(self.config, self.world)
+
+
+class SGDOpRecipe(OpRecipe):
+    """Plain SGD instead of AdamW: the weights move by -lr * grad, so two runs whose gradients
+    differ by float summation order end within float tolerance. (Adam's first steps are
+    nearly lr * sign(g), so a gradient element that cancels to ~0 can flip with summation
+    order: one process alone moves weights by up to 8e-3 at lr 1e-2 when only its
+    micro-batch size changes, measured.)"""
+
+    def new_optimizer(self):  # type: ignore[no-untyped-def]
+        import torch
+
+        return torch.optim.SGD([{"params": self.policy.trainable_parameters()}, *self.learner.param_groups()], lr=self.config.lr)
+
+
+def op_config(model_dir: Path, out: Path, **overrides: object) -> RecipeConfig:
+    """The op task's config: 4 states x 16 replies a step, one token each, two PPO epochs."""
+    base = dict(
+        model_path=str(model_dir), output_dir=str(out), progress=False, seed=0,
+        lora=LoRASettings(rank=8, alpha=16, target_modules=("q_proj", "v_proj", "o_proj", "up_proj", "down_proj", "lm_head")),
+        lr=1e-2, ppo_epochs=2, group_size=16, prompts_per_step=4, max_tokens=1, micro_batch_size=64,
+        kl_coef=0.001, steps=30, checkpoint_every=1000,
+        num_threads=1,  # a tiny model: more threads only add contention on a busy 2-core machine
+    )  # fmt: skip
+    return RecipeConfig.model_validate({**base, **overrides})
 
 
 # -- a tiny model that speaks the Memory-R2 reply formats ---------------------------------------

@@ -63,6 +63,22 @@ def test_cli_trains_the_manager_one_step_and_publishes(tmp_path: Path, format_mo
 
 
 @pytest.mark.locomo
+def test_cli_trains_the_manager_in_two_processes_and_publishes_once(tmp_path: Path, format_model_dir: Path) -> None:
+    """``--nproc 2`` re-runs the command under torchrun: the same recipe and config, two gloo
+    ranks (one state each), one metrics file and one published adapter, from rank 0."""
+    registry = tmp_path / "registry"
+    config = _tiny_config(
+        tmp_path, format_model_dir, max_train_states=2, max_val_states=1, prompts_per_step=2, drop_zero_variance=False,
+        publish={"registry_dir": str(registry), "version": "dp"},
+    )  # fmt: skip
+    assert main(["train", "manager", "--config", str(config), "--nproc", "2"]) == 0
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert len(rows) == 1 and rows[0]["updated"] and rows[0]["rows"] > 0
+    assert PolicyRegistry(registry).get("manager", "dp").base_model == "smollm2"
+    assert (registry / "manager" / "dp" / "adapter_config.json").exists()
+
+
+@pytest.mark.locomo
 def test_answerer_recipe_runs_a_step_on_locomo_questions(tmp_path: Path, format_model_dir: Path) -> None:
     recipe = build_recipe("answerer", str(_tiny_config(tmp_path, format_model_dir, max_train_questions=2, max_val_questions=2, answer_k=5)))
     recipe.setup()

@@ -8,34 +8,9 @@ from pathlib import Path
 
 import torch
 
-from memsdk_training.recipes import LoRASettings, Recipe, RecipeConfig, RecipeData, read_metrics
+from memsdk_training.recipes import RecipeData, read_metrics
 
-from ._tiny import OpChoiceEnv, ZeroAdvantages, mean_of as _mean, op_states, run_recipe as _run
-
-
-class OpRecipe(Recipe):
-    """The shared loop on the synthetic op task (its RecipeConfig makes the learner GRPO)."""
-
-    def _setup_data(self, policy, rollouts):  # type: ignore[no-untyped-def]
-        return RecipeData(OpChoiceEnv(rollouts.backend), op_states(8, seed=0), op_states(8, seed=1))
-
-
-class ZeroAdvantageRecipe(OpRecipe):
-    """Identical, except that every advantage is 0: only the (zero at start) KL term is left."""
-
-    def make_learner(self, policy):  # type: ignore[no-untyped-def]
-        return ZeroAdvantages(self.config)
-
-
-def _config(model_dir: Path, out: Path, **overrides: object) -> RecipeConfig:
-    base = dict(
-        model_path=str(model_dir), output_dir=str(out), progress=False, seed=0,
-        lora=LoRASettings(rank=8, alpha=16, target_modules=("q_proj", "v_proj", "o_proj", "up_proj", "down_proj", "lm_head")),
-        lr=1e-2, ppo_epochs=2, group_size=16, prompts_per_step=4, max_tokens=1, micro_batch_size=64,
-        kl_coef=0.001, steps=30, checkpoint_every=1000,
-        num_threads=1,  # a tiny model: more threads only add contention on a busy 2-core machine
-    )  # fmt: skip
-    return RecipeConfig.model_validate({**base, **overrides})
+from ._tiny import OpChoiceEnv, OpRecipe, ZeroAdvantageRecipe, mean_of as _mean, op_config as _config, op_states, run_recipe as _run
 
 
 # Whether 30 steps learn all four ops depends on the seed and on the CPU's numerics: about

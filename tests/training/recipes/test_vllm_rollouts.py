@@ -11,7 +11,7 @@ import torch
 
 from memsdk.llm import OpenAICompatibleBackend
 from memsdk.llm.base import SamplingParams
-from memsdk_training.recipes import ManagerGRPOConfig
+from memsdk_training.recipes import ManagerGRPOConfig, read_metrics
 from memsdk_training.recipes.manager import ManagerRecipe
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
@@ -68,3 +68,28 @@ def test_manager_grpo_samples_on_the_vllm_server_and_reloads_every_update(vllm_s
         assert replies[0] != replies[1]
     finally:
         recipe.cleanup()
+
+
+def test_two_ranks_sample_on_two_server_urls_and_rank_0_reloads_both(vllm_server, smollm2_dir: Path, tmp_path: Path) -> None:
+    """``--nproc 2`` with ``vllm_base_urls``: two gloo ranks, each sampling through a
+    `ServerPool` of two URLs (two spellings of the one test server: two clients, as two
+    replicas would be), rank 0 reloading the adapter in place on both after the update."""
+    import json
+
+    from memsdk_training.cli import main
+
+    url = vllm_server.base_url
+    other = url.replace("127.0.0.1", "localhost") if "127.0.0.1" in url else url.replace("localhost", "127.0.0.1")
+    assert other != url
+    config = {
+        "model_path": str(smollm2_dir), "base_model": vllm_server.served_model_name, "rollout_backend": "vllm",
+        "vllm_base_urls": [url, other], "output_dir": str(tmp_path / "run"), "steps": 1, "group_size": 2, "prompts_per_step": 2,
+        "max_tokens": 16, "embedder": "hash", "max_train_states": 2, "max_val_states": 1, "qa_per_group": 1, "format_reward": 0.5,
+        "drop_zero_variance": False, "lr": 1e-3, "num_threads": 1, "progress": False, "checkpoint_every": 1000,
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["train", "manager", "--config", str(path), "--nproc", "2"]) == 0
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert len(rows) == 1 and rows[0]["rows"] == 4 and rows[0]["response_length"] > 0
+    assert "training-policy" in OpenAICompatibleBackend(url, model=vllm_server.served_model_name).list_models()
