@@ -1,7 +1,7 @@
 """The answerer trained for real: SmolLM2-135M on CPU, LoCoMo conv-26 -> gate on conv-30 ->
 publish -> hot-swap into a running client.
 
-    python benchmarks/train_answerer_cpu.py [--config training/configs/answerer_grpo_cpu.yaml] [--steps N] [--out DIR] [--package VERSION] [--against base|packaged]
+    python benchmarks/train_answerer_cpu.py [--config training/configs/answerer_grpo_cpu.yaml] [--steps N] [--out DIR] [--package VERSION] [--against base|packaged] [--nproc N]
 
 1. train: the answerer recipe (`memsdk_training.recipes.answerer`) on conv-26's questions, each
    with the memories the answer path shows after a heuristic ingest (`answer_cases`): a warm
@@ -14,6 +14,10 @@ publish -> hot-swap into a running client.
    incumbent, paired; on a pass the running client serves the new adapter from its next answer;
 3. report: val F1 / BLEU-1 / EM of both (the gate's states), steps, wall time, peak RSS, the
    curves (``OUT/curves.png``) and ``OUT/report.json``;
+   ``--nproc N`` trains data-parallel in N processes (``memsdk_training train answerer
+   --nproc N`` on the same config, each rank one Nth of the config's threads); the gate then
+   runs here, in one. Rerun on the same ``--out``, training resumes from its checkpoint (a
+   finished run goes straight to the gate);
 4. ``--package VERSION``, on a pass: the gated adapter, cast to fp16 (`half_precision`: half
    the bytes, under the repository's 5 MB file limit), into the package's own adapters (``memsdk/registry/packaged/answerer/VERSION``) with its gate decision, which every
    client over SmolLM2 then serves by default (README, *Defaults, measured*).
@@ -23,14 +27,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import torch
 
 from memsdk import MemoryClient
 from memsdk.errors import GateFailed
 from memsdk.registry import PACKAGED_DIR, GateDecision, PolicyRegistry
+from memsdk_training.checkpoint import TRAINER, latest_checkpoint
+from memsdk_training.distributed import launch_command
 from memsdk_training.recipes import AnswererGRPOConfig, PublishSettings, load_config, read_metrics
 from memsdk.eval.manage.cases import manage_answer_cases
 from memsdk.eval.replay import AnswerCase, locomo_answer_cases
@@ -80,6 +92,26 @@ def gate_states(config: AnswererGRPOConfig) -> list[AnswerCase]:
     return states
 
 
+def train(config: AnswererGRPOConfig, out: Path, nproc: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Step 1, in this process or data-parallel in ``nproc``; the run's evaluations and its best one."""
+    if nproc == 1:
+        recipe = AnswererRecipe(config)
+        recipe.setup()
+        recipe.train()
+        recipe.cleanup()
+        return recipe.evals, recipe.best
+    threads = max(1, (config.num_threads or 1) // nproc)  # the config's threads shared out: more would contend for the cores
+    spec = out / "config.json"
+    spec.write_text(config.model_copy(update={"num_threads": threads}).model_dump_json(indent=2))
+    done = subprocess.run(launch_command(nproc, ["train", "answerer", "--config", str(spec)]), env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+    if done.returncode != 0:
+        sys.exit(f"training failed (exit {done.returncode}); rerun to resume from its last checkpoint")
+    last = latest_checkpoint(out / "checkpoints" / "last")
+    assert last is not None
+    extra = torch.load(last / TRAINER, map_location="cpu", weights_only=False)["extra"]  # our own file: evals and best
+    return extra["evals"], extra["best"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", default="training/configs/answerer_grpo_cpu.yaml")
@@ -87,6 +119,7 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="default: the config's output_dir")
     parser.add_argument("--package", metavar="VERSION", help="on a pass, ship the adapter inside memsdk as VERSION")
     parser.add_argument("--against", choices=("base", "packaged"), default="base", help="the gate's incumbent: base SmolLM2, or the adapter the package ships")
+    parser.add_argument("--nproc", type=int, default=1, help="train data-parallel in N processes (torchrun, gloo); the gate runs in this one")
     args = parser.parse_args()
     out = Path(args.out or load_config(args.config, AnswererGRPOConfig).output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -95,12 +128,10 @@ def main() -> None:
     config = load_config(args.config, AnswererGRPOConfig, output_dir=str(out), publish=PublishSettings(registry_dir=str(data_dir / "checkpoints"), version=VERSION), **steps)
 
     started = time.perf_counter()
-    recipe = AnswererRecipe(config)
-    recipe.setup()
-    rows = recipe.train()
+    evals, best = train(config, out, args.nproc)
+    rows = read_metrics(out / "metrics.jsonl")
     train_wall = time.perf_counter() - started
     warm = read_metrics(out / "warm_start.jsonl") if config.warm_start_steps else []
-    recipe.cleanup()
 
     started = time.perf_counter()
     states = gate_states(config)
@@ -121,14 +152,14 @@ def main() -> None:
         print(f"warm start on {warm[0]['examples']} golds: {sum(r['seconds'] for r in warm):.0f} s, loss {warm[0]['loss']:.3f} -> {warm[-1]['loss']:.3f}")
     if rows:
         print(f"GRPO: {sum(r['seconds'] for r in rows) / len(rows):.0f} s/step, train reward first {rows[0]['reward_mean']:.3f} last {rows[-1]['reward_mean']:.3f}, zero-variance groups {sum(r['zero_variance_fraction'] for r in rows) / len(rows):.2f}")
-    print(f"training wall {train_wall:.0f} s, gate wall {gate_wall:.0f} s, peak RSS {peak_mb:.0f} MB; best validation checkpoint at step {recipe.best and recipe.best['step']}")
+    print(f"training wall {train_wall:.0f} s, gate wall {gate_wall:.0f} s, peak RSS {peak_mb:.0f} MB; best validation checkpoint at step {best and best['step']}")
     print(f"\n| gate states ({decision.paired.n} questions, {config.answer_k} memories) | F1 | BLEU-1 | EM | parse failures | p50 s |\n|---|---|---|---|---|---|")
     for name, side in sides.items():
         print(f"| {name} ({side.version}) | {side.mean:.3f} | {side.metrics.get('bleu1', 0):.3f} | {side.metrics.get('em', 0):.3f} | {side.guards.get('parse_failure_rate', 0):.3f} | {side.latency_p50_s:.1f} |")
     print(f"\n{decision.summary()}\nserving now: {serving}")
     report = {
         "decision": decision.model_dump(mode="json", exclude={"candidate": {"rewards"}, "incumbent": {"rewards"}}), "serving": serving,
-        "evals": recipe.evals, "warm_start": warm, "steps": rows, "train_wall_s": train_wall, "gate_wall_s": gate_wall, "peak_rss_mb": peak_mb,
+        "evals": evals, "warm_start": warm, "steps": rows, "train_wall_s": train_wall, "gate_wall_s": gate_wall, "peak_rss_mb": peak_mb,
     }  # fmt: skip
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
     if args.package and decision.passed:

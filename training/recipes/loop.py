@@ -268,7 +268,7 @@ class Recipe(abc.ABC, Generic[S]):
         log = MetricsLog(self.out / "warm_start.jsonl") if self.world.main else None
         rows = []
         batches = warm_start_batches(len(examples), cfg.warm_start_batch_size, cfg.warm_start_steps, cfg.seed)
-        for k, batch in enumerate(tqdm(batches, desc=f"warm start {self.role}", disable=not cfg.progress)):
+        for k, batch in enumerate(tqdm(batches, desc=f"warm start {self.role}", disable=not cfg.progress or not self.world.main)):
             started = time.perf_counter()
             loss = sft_step(
                 self.policy, optimizer, [prompts[i] for i in batch], [targets[i] for i in batch],
