@@ -36,7 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: `training` from source
 
-from training.distributed import World  # noqa: E402
+from training.distributed import World, launch_command  # noqa: E402
 from training.losses import aggregate, kl_estimate, ppo_clip_loss  # noqa: E402
 from training.losses.ppo import PPOClipConfig  # noqa: E402
 
@@ -203,7 +203,7 @@ def main() -> int:
     if ranks:
         import subprocess
 
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}", __file__, "--ddp"]
+        command = launch_command(ranks, ["--ddp"], script=__file__)
         done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         results.append(json.loads(lines[-1]) if done.returncode == 0 and lines else {"check": "ddp", "ok": False, "detail": done.stderr[-500:]})

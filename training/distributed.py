@@ -126,16 +126,11 @@ class World:
             return
         import torch.distributed as dist
 
-        for p in params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        flat = torch.cat([p.grad.reshape(-1) for p in params if p.grad is not None])
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = torch.cat([g.reshape(-1) for g in grads])
         dist.all_reduce(flat)
-        offset = 0
-        for p in params:
-            assert p.grad is not None
-            p.grad.copy_(flat[offset : offset + p.numel()].view_as(p))
-            offset += p.numel()
+        for p, g, summed in zip(params, grads, flat.split([g.numel() for g in grads])):
+            p.grad = g.copy_(summed.view_as(g))
 
     def sum(self, values: dict[str, float]) -> dict[str, float]:
         """Per-key sums over ranks (a key a rank lacks counts 0 there)."""

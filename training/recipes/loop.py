@@ -162,10 +162,7 @@ class Recipe(abc.ABC, Generic[S]):
         """Continue from the newest stage's ``last`` checkpoint, if any: inside that stage, or at
         the next stage's start when it had finished (its warm start then runs as in an unbroken run).
         Rank 0 finds it (finding repairs what a killed save left), and every rank loads it."""
-        found = None
-        if self.world.main:
-            found = next(((i, str(p)) for i in reversed(range(len(self.stages))) if (p := latest_checkpoint(self.out / self.stages[i].folder / "last"))), None)
-        found = self.world.broadcast(found)
+        found = self.world.broadcast(self._newest_last() if self.world.main else None)
         if found is not None:
             index, last = found
             state = load_checkpoint(last, policy=self.policy, optimizer=self.optimizer, modules=self.learner.modules)
@@ -175,6 +172,14 @@ class Recipe(abc.ABC, Generic[S]):
                 self.stage, self.step, self.best = index + 1, 0, None
             else:
                 self.stage, self.step, self.best = index, state.step, state.extra.get("best")
+
+    def _newest_last(self) -> tuple[int, str] | None:
+        """(stage index, path) of the newest stage's complete ``last`` checkpoint, or None."""
+        for index in reversed(range(len(self.stages))):
+            last = latest_checkpoint(self.out / self.stages[index].folder / "last")
+            if last is not None:
+                return index, str(last)
+        return None
 
     # -- one step's pieces ---------------------------------------------------------------------
     @property

@@ -122,6 +122,7 @@ def run_epochs(
     (possibly none); gradients and stats are summed over ranks before clipping.
     """
     totals: dict[str, float] = {}
+    grad_norm = 0.0
     for _ in range(config.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
         for k, weight in enumerate(weights):
@@ -131,9 +132,10 @@ def run_epochs(
                 totals[name] = totals.get(name, 0.0) + value * weight
         world.sum_grads(params)
         norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm if config.max_grad_norm else float("inf"))
-        totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(norm) / world.size  # every rank holds the same norm
+        grad_norm += float(norm)  # of the summed gradient: the same on every rank
         optimizer.step()
-    return {name: value / config.ppo_epochs for name, value in world.sum(totals).items()}
+    totals = {**world.sum(totals), "grad_norm": grad_norm}  # each rank weighed only its own rows
+    return {name: value / config.ppo_epochs for name, value in totals.items()}
 
 
 def ppo_update(
