@@ -22,7 +22,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: venv demo typecheck test test-fast test-clean lock bench clean docs
+.PHONY: venv demo typecheck imports test test-fast test-clean lock bench clean docs
 
 venv: $(STAMP)
 
@@ -45,7 +45,12 @@ demo: venv
 typecheck: venv
 	$(VPY) -m mypy
 
-test: venv typecheck vllm
+# the architecture as import contracts ([tool.importlinter] in pyproject.toml: memsdk's layers,
+# the trainer and adapters above it, no import cycle anywhere); under a second
+imports: venv
+	$(VENV)/bin/lint-imports --no-cache
+
+test: venv typecheck imports vllm
 	$(VPY) -m pytest -q -p no:cacheprovider --timeout=900 --durations=25
 
 test-fast: venv

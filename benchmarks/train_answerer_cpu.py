@@ -39,13 +39,14 @@ from typing import Any
 import torch
 
 from memsdk import MemoryClient
-from memsdk.errors import GateFailed
-from memsdk.registry import PACKAGED_DIR, GateDecision, PolicyRegistry
+from memsdk.gate import GateFailed
+from memsdk.registry import PACKAGED_DIR, PolicyRegistry
+from memsdk.gate import GateDecision
 from memsdk_training.checkpoint import TRAINER, latest_checkpoint
 from memsdk_training.distributed import launch_command
 from memsdk_training.recipes import AnswererGRPOConfig, PublishSettings, load_config, read_metrics
 from memsdk.eval.manage.cases import manage_answer_cases
-from memsdk.eval.replay import AnswerCase, locomo_answer_cases
+from memsdk.gate import AnswerCase, locomo_answer_cases
 from memsdk_training.recipes.answerer import AnswererRecipe
 from memsdk_training.recipes.manager import make_embedder
 

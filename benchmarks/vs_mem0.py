@@ -102,7 +102,7 @@ def read_json(path: Path) -> Any:
 
 
 def normalize(text: object) -> str:
-    """LoCoMo / SQuAD normalisation (memsdk.eval.scoring.normalize_answer), stdlib only."""
+    """LoCoMo / SQuAD normalisation (memsdk.scoring.normalize_answer), stdlib only."""
     return " ".join(_ARTICLES.sub(" ", str(text).lower().translate(_PUNCT)).split())
 
 
@@ -262,7 +262,7 @@ def mem0_worker(args: argparse.Namespace) -> None:
 def build_work(dataset: str, max_sessions: int | None) -> Json:
     """Turns and questions as plain JSON, the one input both venvs read."""
     from memsdk.datasets.locomo import load_locomo
-    from memsdk.eval.scoring import evidence_ids
+    from memsdk.scoring import evidence_ids
 
     convs = load_locomo(str(DEMO)) if dataset == "demo" else [c for c in load_locomo() if c.sample_id == dataset]
     if not convs:
@@ -569,7 +569,7 @@ def gold_in(texts: Sequence[str], gold: str) -> bool:
 
 
 def summarize(system: str, result: Json, answers: Sequence[Json], work: Json) -> Json:
-    from memsdk.eval.scoring import evidence_recall, exact_match, token_f1
+    from memsdk.scoring import evidence_recall, exact_match, token_f1
 
     ingest, qs, golds = result["ingest"], result["questions"], [qa["answer"] for qa in work["questions"]]
     turn_text = {t["id"]: turn_content(t) for t in work["turns"]}

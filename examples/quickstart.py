@@ -26,7 +26,7 @@ from pathlib import Path
 
 from memsdk import MemoryClient, Turn
 from memsdk.datasets.locomo import load_locomo
-from memsdk.eval.scoring import token_f1
+from memsdk.scoring import token_f1
 
 HERE = Path(__file__).resolve().parent
 DATA_DIR = Path(os.environ.get("MEMSDK_DEMO_DIR", HERE.parent / "build" / "demo-data"))

@@ -4,6 +4,7 @@ Importing memsdk is cheap: torch, sentence-transformers, transformers and qdrant
 are imported only when a model or a server-backed store is first used.
 """
 
+from memsdk._version import __version__
 from memsdk.bank import BankLimits, BankSnapshot, MemoryBank, Transition
 from memsdk.client import AnswerResult, AsyncMemoryClient, IngestResult, MemoryClient, PolicyInfo
 from memsdk.config import ClientConfig
@@ -14,7 +15,6 @@ from memsdk.errors import (
     Conflict,
     DatasetNotFound,
     EmbedderError,
-    GateFailed,
     ImportConflict,
     InvalidInput,
     MemoryNotFound,
@@ -27,10 +27,10 @@ from memsdk.errors import (
     StoreLocked,
     StoreUnavailable,
 )
+from memsdk.gate import GateFailed
 from memsdk.store import InMemoryTransport, StoreTransport, open_transport
 from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn
 
-__version__ = "0.1.0"
 
 __all__ = [
     "API_ACTOR",

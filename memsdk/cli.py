@@ -88,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
         q = gate.add_parser(name, help=helptext)
         q.add_argument("role")
         q.add_argument("version")
-        q.add_argument("--on", default="locomo-val", help="'locomo-val', 'log' (the answers this data dir's users judged; for the manager, the ingests they cited: its only source) or a JSONL file of answerer states (memsdk.eval.replay)")
+        q.add_argument("--on", default="locomo-val", help="'locomo-val', 'log' (the answers this data dir's users judged; for the manager, the ingests they cited: its only source) or a JSONL file of answerer states (memsdk.gate)")
         q.add_argument("--margin", type=float, default=0.0, help="the reward difference's lower bound must exceed it")
         if name == "evaluate":
             q.add_argument("--against", help="the incumbent (default: the version serving now)")
@@ -227,7 +227,7 @@ def _role_policies(args: argparse.Namespace) -> Any:
 
 
 def _policies(client: Any, args: argparse.Namespace) -> Any:
-    from memsdk.registry import GateConfig
+    from memsdk.gate import GateConfig
 
     command = getattr(args, "policy_command", None)
     if command == "evaluate":

@@ -14,6 +14,8 @@
     ├── NotAuthorized           a memsdk server refused the API key (401) or what it may do (403)
     ├── DatasetNotFound         a benchmark data set (LoCoMo) is not where memsdk looked
     └── PolicyError             an LLM policy could not produce a decision
+        ├── GateFailed          the release gate kept a candidate from serving (`memsdk.gate`,
+        │                       beside the decision it carries: this module imports no memsdk module)
         ├── PolicyUnavailable   its backend is down, refusing or timing out (after bounded retries)
         │   └── BackendTimeout  no answer within the configured timeout
         └── BackendError        the LLM backend rejected the request; ``status_code`` when HTTP
@@ -28,10 +30,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # for annotations only: memsdk.registry imports this module
+if TYPE_CHECKING:
     import pydantic
-
-    from memsdk.registry.gate import GateDecision
 
 __all__ = [
     "MemsdkError",
@@ -49,7 +49,6 @@ __all__ = [
     "DatasetNotFound",
     "PolicyError",
     "PolicyUnavailable",
-    "GateFailed",
     "BackendTimeout",
     "BackendError",
     "ModelNotFound",
@@ -160,14 +159,6 @@ class PolicyError(MemsdkError):
 
 class PolicyUnavailable(PolicyError):
     """The policy's LLM backend is down, refusing, or too slow."""
-
-
-class GateFailed(PolicyError):
-    """The release gate kept a candidate from serving; ``decision`` holds its figures."""
-
-    def __init__(self, decision: GateDecision) -> None:
-        self.decision = decision
-        super().__init__(decision.summary())
 
 
 # --- LLM backends (memsdk.llm) ----------------------------------------------------------

@@ -57,7 +57,7 @@ class Telemetry:
         except ImportError:
             self._tracer: Any = None
             return
-        from memsdk import __version__
+        from memsdk._version import __version__
 
         self._tracer = trace.get_tracer(NAME, __version__, tracer_provider=tracer_provider)
         self._meter = meter = metrics.get_meter(NAME, __version__, meter_provider=meter_provider)

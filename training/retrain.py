@@ -5,7 +5,7 @@
 
 1. states   from the answers the app's users judged with ``client.feedback`` (a gold, or
             "correct"). The answerer's: the question, the memories it was shown as they stood
-            then, the gold (`memsdk.eval.replay.log_answer_cases`). The manager's: each logged
+            then, the gold (`memsdk.gate.log_answer_cases`). The manager's: each logged
             ingest whose memories such an answer cited, with the bank as it was just before
             it, its facts, and those questions (`log_manager_cases`)
 2. split    each state's key hashed with the seed: ``holdout`` of them are never trained on,
@@ -38,8 +38,8 @@ from typing import Any, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from memsdk import GateFailed, InvalidInput, MemoryClient
-from memsdk.eval.replay import AnswerCase, ManagerCase, log_answer_cases, log_manager_cases
-from memsdk.registry import GateConfig, GateDecision
+from memsdk.gate import AnswerCase, ManagerCase, log_answer_cases, log_manager_cases
+from memsdk.gate import GateConfig, GateDecision
 
 from .recipes.config import AnswererGRPOConfig, ManagerGRPOConfig, PublishSettings, load_config
 

@@ -125,7 +125,7 @@ def indexed_text(value: Mapping[str, Any], paths: Sequence[str] | None = None) -
 
 class _Call(NamedTuple):
     """A bank call a batch needs. `_Plan` yields them and does no I/O (the pattern of
-    memsdk.client.pipeline): `batch` makes each call, `abatch` awaits it."""
+    memsdk.pipeline): `batch` makes each call, `abatch` awaits it."""
 
     name: Literal["list", "search", "scopes", "apply"]
     kwargs: dict[str, Any]

@@ -31,22 +31,22 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import numpy as np
 from pydantic import ValidationError
 
 from memsdk.bank import codec
 from memsdk.bank.history import events_until, replay
+from memsdk.bank.snapshot import BankSnapshot
 from memsdk.bank.transition import BankLimits, Transition, plan, plan_restore
 from memsdk.embedding.base import Embedder
 from memsdk.embedding.bm25 import Bm25Encoder
 from memsdk.errors import Conflict, EmbedderError, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
 from memsdk.store.base import Point, StoreTransport, Where
+from memsdk.store.memory import InMemoryTransport
 from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, check_text, content_hash, utcnow
 
-if TYPE_CHECKING:
-    from memsdk.bank.snapshot import BankSnapshot
 
 __all__ = ["MemoryBank", "as_scope", "as_memory_id", "as_query"]
 
@@ -434,7 +434,7 @@ class MemoryBank:
         `MemoryRecord.context_hash` is the content hash of the turn before it, so a turn before a
         record has the record's context hash as its content hash, and a turn after it has the
         record's content hash as its context hash. Text repeats ("Thanks!"), so one hash may name
-        several turns: the caller tells them apart by ``created_at`` (`memsdk.client.pipeline.next_turn`).
+        several turns: the caller tells them apart by ``created_at`` (`memsdk.pipeline.retrieval.next_turn`).
         At most `ADJACENT_LIMIT` turns each way, the latest stored."""
         scope = as_scope(scope)
         records = builtins.list(records)
@@ -494,17 +494,15 @@ class MemoryBank:
 
     # -- snapshots and export -------------------------------------------------------------
 
-    def snapshot(self, scope: ScopeLike) -> "BankSnapshot":
+    def snapshot(self, scope: ScopeLike) -> BankSnapshot:
         """A frozen copy of ``scope``'s records and history (`BankSnapshot`): what a trainer
         forks rollouts from; later writes to the bank do not change it."""
-        from memsdk.bank.snapshot import BankSnapshot
-
         scope = as_scope(scope)
         points = list(self.transport.scroll(codec.memories(scope), with_vectors=True))
         points += list(self.transport.scroll(codec.events(scope)))
         return BankSnapshot(scope, tuple(points), self.embedder.dim)
 
-    def as_of(self, scope: ScopeLike, when: datetime | uuid.UUID, *, inclusive: bool = True) -> "BankSnapshot":
+    def as_of(self, scope: ScopeLike, when: datetime | uuid.UUID, *, inclusive: bool = True) -> BankSnapshot:
         """The scope as it stood at ``when``, rebuilt from its audit history.
 
         ``when`` is a timezone-aware time (every event stamped up to it counts) or the id of
@@ -516,8 +514,6 @@ class MemoryBank:
         Metadata, source turns and speakers are the records' current ones: events do not
         keep them. An id that is no event of this scope is `InvalidInput`.
         """
-        from memsdk.bank.snapshot import BankSnapshot
-
         scope, when = as_scope(scope), as_moment(when)
         events = events_until(self.history(scope), when, inclusive=inclusive)
         current = {r.id: r for r in self.list(scope, include_deleted=True)}
@@ -526,7 +522,16 @@ class MemoryBank:
 
     def fork(self, scope: ScopeLike) -> MemoryBank:
         """An isolated in-memory copy of one scope: writes to it never reach this bank."""
-        return self.snapshot(scope).fork(self.embedder, limits=self.limits)
+        return MemoryBank.from_snapshot(self.snapshot(scope), self.embedder, limits=self.limits)
+
+    @classmethod
+    def from_snapshot(cls, snapshot: BankSnapshot, embedder: Embedder, *, limits: BankLimits = BankLimits()) -> MemoryBank:
+        """A bank in memory holding ``snapshot``, to write to without touching where it came
+        from (a rollout). ValueError when ``embedder`` makes vectors of another size than the
+        snapshot's."""
+        if embedder.dim != snapshot.dim:
+            raise ValueError(f"snapshot holds {snapshot.dim}-d vectors, the embedder makes {embedder.dim}-d")
+        return cls(InMemoryTransport(snapshot.dim, snapshot.points), embedder, limits=limits)
 
     def export(self, scope: ScopeLike, dest: str | os.PathLike[str] | IO[str]) -> int:
         """Write ``scope``'s records and history as JSONL to ``dest`` (a path or an open text

@@ -1,10 +1,10 @@
-"""Frozen copies of one scope, and forks of them into isolated in-memory banks.
+"""Frozen copies of one scope: plain data.
 
 Training rolls out many candidate op lists from the same memory state; each rollout needs
-its own bank that starts equal to the shared state and cannot touch it. A snapshot holds
-the scope's points (records with their vectors, and history events); points are
-immutable, so a fork costs one dict build and no re-embedding, and a fork can itself be
-snapshotted (Memory-R2's anchor states).
+its own bank that starts equal to the shared state and cannot touch it
+(`MemoryBank.from_snapshot`). A snapshot holds the scope's points (records with their
+vectors, and history events); points are immutable, so a fork costs one dict build and no
+re-embedding, and a fork can itself be snapshotted (Memory-R2's anchor states).
 """
 
 from __future__ import annotations
@@ -12,12 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memsdk.bank import codec
-from memsdk.bank.bank import MemoryBank
 from memsdk.bank.history import history_violations
-from memsdk.bank.transition import BankLimits
-from memsdk.embedding.base import Embedder
 from memsdk.store.base import Point
-from memsdk.store.memory import InMemoryTransport
 from memsdk.types import HistoryEvent, MemoryRecord, Scope
 
 __all__ = ["BankSnapshot"]
@@ -42,10 +38,3 @@ class BankSnapshot:
         """Why this scope could not have been produced by `MemoryBank.apply` / `restore`; [] if
         it could (`history.history_violations`). Training checks its states with it."""
         return history_violations(self.scope, self.records(include_deleted=True), self.history())
-
-    def fork(self, embedder: Embedder, *, limits: BankLimits = BankLimits()) -> MemoryBank:
-        """A bank in memory holding this snapshot, to write to without touching the original (a
-        rollout). ValueError when ``embedder`` makes vectors of another size than the snapshot's."""
-        if embedder.dim != self.dim:
-            raise ValueError(f"snapshot holds {self.dim}-d vectors, the embedder makes {embedder.dim}-d")
-        return MemoryBank(InMemoryTransport(self.dim, self.points), embedder, limits=limits)

@@ -17,8 +17,8 @@ from pathlib import Path
 from collections import deque
 from datetime import timedelta
 from collections.abc import Callable, Generator, Iterable, Sequence
-from contextlib import contextmanager
-from typing import IO, TYPE_CHECKING, Any, Generic, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import IO, Any, Generic, Iterator
 
 import numpy as np
 from tqdm import tqdm
@@ -26,33 +26,25 @@ from pydantic import ValidationError
 
 from memsdk.bank import MemoryBank, as_memory_id, as_query, as_scope
 from memsdk.bank.transition import Transition
-from memsdk.client.pipeline import ActivePolicies, Adjacent, AnswerOutcome, Apply, Effect, IngestOutcome, Search, applied_ops, ingest_steps, write_steps
+from memsdk.effects import Chat, Effect, Runner
+from memsdk.pipeline.decisions import ActivePolicies
+from memsdk.pipeline.ingest import IngestOutcome, applied_ops, ingest_steps, write_steps
+from memsdk.pipeline.retrieval import AnswerOutcome
 from memsdk.client.reading import ReadPlan, as_source, plan_read
-from memsdk.client.policies import B, Backends, Endpoint, PolicySet, Switch
+from memsdk import gate
+from memsdk.client.policies import B, Backends, Endpoint, PolicySet, Switch, rules_manager
+from memsdk.gate import GateFailed, GateStates
 from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo, ReadResult
 from memsdk.config import ClientConfig
-from memsdk.docstrings import documented_as
 from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
-from memsdk.errors import ClientClosed, GateFailed, InvalidInput, PolicyError
+from memsdk.llm.base import Completion
+from memsdk.errors import ClientClosed, InvalidInput, PolicyError
 from memsdk.llm.config import CircuitBreaker, Limits
 from memsdk.policies.pair_manager import PairManager
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, ROLES, PolicyRegistry
 from memsdk.telemetry import Telemetry
-from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, Actor, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier, Turn, shown_turn, utcnow
-
-if TYPE_CHECKING:
-    from memsdk.eval.replay import AnswerCase, ManagerCase  # memsdk.eval imports the clients
-
-#: what the release gate replays: "locomo-val", "log" (the app's judged traffic), a JSONL file
-#: of answerer states, or the states themselves (`AnswerCase` for the answerer, `ManagerCase`
-#: for the manager, whose states come from the log only)
-GateStates = str | os.PathLike[str] | Sequence["AnswerCase | ManagerCase"]
-
-
-def gate_label(on: GateStates) -> str:
-    """How a gate decision names its states."""
-    return f"{len(on)} given states" if isinstance(on, (list, tuple)) else str(on)
+from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, Actor, HistoryEvent, MemoryRecord, Op, Scope, Tier, Turn, shown_turn, utcnow
 
 __all__ = ["BaseClient", "TimedEmbedder", "Timings", "SCOPE_LOCK_STRIPES"]
 
@@ -124,6 +116,20 @@ class Timings(dict[str, float]):
         self[stage] = self.get(stage, 0.0) + seconds
 
 
+class _Observed:
+    """The client's `Observer`: each effect's time booked to its stage (`BaseClient._stage`),
+    each LLM call a telemetry span."""
+
+    def __init__(self, client: BaseClient[Any], timings: Timings) -> None:
+        self._client, self._timings = client, timings
+
+    def stage(self, name: str) -> AbstractContextManager[None]:
+        return self._client._stage(self._timings, name)
+
+    def chat(self, effect: Chat) -> AbstractContextManager[Callable[[Completion], None]]:
+        return self._client._telemetry.chat(effect.role, effect.request.model or effect.backend.model)
+
+
 class BaseClient(Generic[B]):
     #: each twin builds its own kind of backend (blocking or async) for an endpoint
     _make_backend: Callable[[Endpoint], B]
@@ -170,6 +176,8 @@ class BaseClient(Generic[B]):
             self.bank = bank
         # what was injected stays the caller's: close() releases only what the client made
         self._owns_bank = bank is None
+        # a search embeds through the client's cache; a forget's deleted turns leave the context
+        self._runner = Runner(self.bank, embedder=self._embedder, applied=self._uncontext, threads=True)
         try:
             self.log = InteractionLog(self.config.data_dir / "interactions.sqlite3", redact=redact) if self.config.log_interactions else None
             # annotated: an injected `backend` is Any, which would otherwise make B Any
@@ -233,38 +241,19 @@ class BaseClient(Generic[B]):
         return self._policies.registry
 
     def _gate_cases(self, role: str, version: str, on: GateStates, k: int | None) -> list[Any]:
-        from memsdk.eval.replay import AnswerCase, ManagerCase, load_answer_cases, locomo_answer_cases, log_answer_cases, log_manager_cases
-
+        """The gate's states (`memsdk.gate.states`) from this client's log and bank. LoCoMo's are
+        shown what the candidate would be shown once it serves: its k, and the supersessions
+        this client's pair manager would make (marked), if it runs one."""
         self._policies.check_role(role)
-        if role == "extractor":
-            raise InvalidInput("role", "the release gate replays the answerer and the manager, not the extractor; promote(..., force=True) switches it and is recorded in the audit trail")
-        kind = AnswerCase if role == "answerer" else ManagerCase
-        if isinstance(on, (list, tuple)):
-            if not on or not all(isinstance(c, kind) for c in on):
-                raise InvalidInput("on", f"expected a non-empty sequence of {kind.__name__} states for the {role}")
-            return list(on)
-        if str(on) == "log":
-            if self.log is None:
-                raise InvalidInput("on", "'log' needs the interaction log, which this client does not keep (log_interactions=False)")
-            cases: list[Any] = log_answer_cases(self.log, self.bank) if role == "answerer" else log_manager_cases(self.log, self.bank)
-            if not cases:
-                raise InvalidInput("on", f"the interaction log holds no judged answer (client.feedback with a gold or correct=True) {'to replay' if role == 'answerer' else 'citing a memory an ingest with facts wrote'}")
-            return cases
-        if role == "manager":
-            raise InvalidInput("on", f"the manager's gate replays the app's own traffic: 'log' or a list of ManagerCase, got {str(on)!r}")
-        if str(on) == "locomo-val":
-            # both sides are shown what the candidate would be shown once it serves: its k, and
-            # the superseded facts this client's pair manager would retire (marked), if it runs one
-            manager = "pairs" if isinstance(self._policies.active().manager, PairManager) else "heuristic"
-            return locomo_answer_cases(self._embedder, split="val", k=k or self._answer_k(self._policies.plan(role, version).answer_k), manager=manager)
-        if not isinstance(on, (str, os.PathLike)) or not Path(on).is_file():
-            raise InvalidInput("on", f"expected 'locomo-val', 'log', a JSONL file of states or a list of AnswerCase, got {str(on)!r}")
-        return load_answer_cases(on)
+        locomo = role == "answerer" and isinstance(on, str) and on == "locomo-val"
+        k = (k or self._answer_k(self._policies.plan(role, version).answer_k)) if locomo else None
+        manager = rules_manager("pairs", self._embedder, self.registry) if locomo and isinstance(self._policies.active().manager, PairManager) else None
+        return gate.states(role, on, log=self.log, bank=self.bank, embedder=self._embedder, k=k, manager=manager)
 
-    def _replay_options(self) -> dict[str, Any]:
+    def _frozen(self) -> gate.ManagerReplay:
         """What a manager replay holds frozen: the answerer serving now and the client's sizes."""
         active = self._policies.active()
-        return {"answerer": active.answerer, "embedder": self.bank.embedder, "related_k": self.config.related_k, "answer_k": self._answer_k(active.answer_k)}
+        return gate.ManagerReplay(active.answerer, self.bank.embedder, self.config.related_k, self._answer_k(active.answer_k))
 
     def _promotion(self, role: str, version: str, incumbent: str, decision: Any, force: bool) -> Any:
         from memsdk.registry import Promotion
@@ -349,21 +338,9 @@ class BaseClient(Generic[B]):
             timings.add("embedding", embed)
             timings.add(stage, time.perf_counter() - start - embed)
 
-    def _search(self, effect: Search, timings: Timings) -> list[ScoredMemory]:
-        with self._stage(timings, "retrieval"):
-            vector = self._embedder.embed([effect.query[:2000]])[0]
-            hits: list[ScoredMemory] = []
-            for scope in effect.scopes:
-                hits += self.bank.search_vector(scope, vector, limit=effect.limit_each, tier=effect.tier, text=effect.query[:2000] if effect.hybrid else None)
-        return hits
-
-    def _adjacent(self, effect: Adjacent, timings: Timings) -> list[MemoryRecord]:
-        with self._stage(timings, "retrieval"):
-            return [r for scope in effect.scopes for r in self.bank.adjacent(scope, effect.records)]
-
-    def _apply(self, effect: Apply, timings: Timings) -> Any:
-        with self._stage(timings, "store"):
-            return self._uncontext(self.bank.apply(effect.scope, effect.ops, actor=effect.actor))
+    def _observed(self, timings: Timings) -> _Observed:
+        """How the runner reports one call's effects: time booked to ``timings``, LLM calls traced."""
+        return _Observed(self, timings)
 
     def _record(self, trajectory: Trajectory, timings: Timings) -> Trajectory:
         if self.log is None:

@@ -15,19 +15,19 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import IO, Any, overload
+from typing import IO, Any, ClassVar, overload
 
 from tqdm import tqdm
 
-from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, announce, batched, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model
-from memsdk.docstrings import documented_as
+from memsdk import gate
+from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, announce, batched, ScopeLike, Timings, TurnLike, in_process_model
 from memsdk.client.policies import Endpoint, Switch
-from memsdk.client.pipeline import Adjacent, Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
-from memsdk.policies.base import Call, Chat, R, acall, achat
+from memsdk.effects import Effect, R
+from memsdk.pipeline import answer_steps, core_steps, decided, retrieve_steps
 from memsdk.client.results import AnswerResult, IngestResult, ReadResult
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.llm.base import AsyncLoRABackend
-from memsdk.registry.gate import GateConfig, GateDecision, decide
+from memsdk.gate import GateConfig, GateDecision, GateStates
 from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
 __all__ = ["AsyncMemoryClient"]
@@ -35,25 +35,17 @@ __all__ = ["AsyncMemoryClient"]
 log = logging.getLogger("memsdk.client")
 
 
-def _documented_as_twin(cls: type[AsyncMemoryClient]) -> type[AsyncMemoryClient]:
-    """Each public async method documented by its sync twin (`documented_as`)."""
-    from memsdk.client.sync import MemoryClient
-
-    documented_as(cls, MemoryClient)
-    return cls
-
-
-@_documented_as_twin
 class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
     """The async twin of `MemoryClient`. Create it, then ``await client.start()`` (or use
     ``async with``) so saved policy versions are loaded before the first call."""
 
+    #: what ``url=`` makes: `AsyncRemoteMemoryClient`, a subclass, so `memsdk.client` sets it
+    _remote: ClassVar[type[AsyncMemoryClient]]
+
     def __new__(cls, *args: Any, url: str | None = None, **kwargs: Any) -> AsyncMemoryClient:
         """``url=`` (with ``api_key=``): the client of a `memsdk serve` server, an `AsyncRemoteMemoryClient`."""
         if url is not None and cls is AsyncMemoryClient:
-            from memsdk.client.remote import AsyncRemoteMemoryClient
-
-            return object.__new__(AsyncRemoteMemoryClient)
+            return object.__new__(cls._remote)
         return super().__new__(cls)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -90,33 +82,8 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
 
     # -- running the pipeline ------------------------------------------------------------------
 
-    async def _handle(self, effect: Effect, timings: Timings) -> Any:
-        if isinstance(effect, Search):
-            return await asyncio.to_thread(self._search, effect, timings)
-        if isinstance(effect, Adjacent):
-            return await asyncio.to_thread(self._adjacent, effect, timings)
-        if isinstance(effect, Apply):
-            return await asyncio.to_thread(self._apply, effect, timings)
-        with self._stage(timings, "llm"):
-            if isinstance(effect, Chat):
-                with self._telemetry.chat(effect.role, effect.request.model or effect.backend.model) as traced:
-                    completion = await achat(effect)
-                    traced(completion)
-                    return completion
-            if isinstance(effect, Call):
-                return await acall(effect)
-        raise TypeError(f"unknown effect {effect!r}")
-
     async def _run(self, steps: Generator[Effect, Any, R], timings: Timings) -> R:
-        step = resume(steps)
-        while not isinstance(step, Done):
-            try:
-                result = await self._handle(step, timings)
-            except MemsdkError as exc:
-                step = resume(steps, error=exc)
-                continue
-            step = resume(steps, result)
-        return step.value
+        return await self._runner.arun(steps, self._observed(timings))
 
     # -- the two calls apps make on every turn ------------------------------------------------------
 
@@ -242,15 +209,10 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
 
     async def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: GateStates = "locomo-val", config: GateConfig = GateConfig(), k: int | None = None) -> GateDecision:
         self._check_open()
-        from memsdk.eval.replay import areplay_answerer, areplay_manager  # memsdk.eval imports the clients
-
         incumbent = against or self._incumbent(role)
         cases = await asyncio.to_thread(self._gate_cases, role, version, on, k)
-        if role == "answerer":
-            sides = [await areplay_answerer(self._policies.build(await self._loaded(role, v)), v, cases) for v in (version, incumbent)]
-        else:
-            sides = [await areplay_manager(self._policies.build(await self._loaded(role, v)), v, cases, **self._replay_options()) for v in (version, incumbent)]
-        decision = decide(role, sides[0], sides[1], on=gate_label(on), config=config)
+        sides = [(v, self._policies.build(await self._loaded(role, v))) for v in (version, incumbent)]
+        decision = await gate.acompare(role, sides, cases, on=on, config=config, frozen=self._frozen() if role == "manager" else None)
         await asyncio.to_thread(self._policies.registry.record_decision, decision)
         return decision
 

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from memsdk.client.pipeline import ActivePolicies
+from memsdk.pipeline.decisions import ActivePolicies
 from memsdk.client.results import PolicyInfo
 from memsdk.config import ClientConfig
 from memsdk.errors import InvalidInput, PolicyError
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
-from memsdk.policies import NAMED, ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, PolicyConfig, llm_policy_class, load_prompt, split_prompt_id
+from memsdk.policies import NAMED, ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, Manager, PolicyConfig, llm_policy_class, load_prompt, split_prompt_id
 from memsdk.policies.custom import is_prompt_policy, plug
 from memsdk.embedding import Embedder
 from memsdk.policies.pair_manager import PairManager
@@ -36,7 +36,7 @@ from memsdk.llm.models import model_key
 from memsdk.policies.spec import MEASURED_DEFAULTS, LLMSpec, RolePolicies, label
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, ROLES, PolicyRegistry
 
-__all__ = ["Backends", "Endpoint", "PolicySet", "Switch"]
+__all__ = ["Backends", "Endpoint", "PolicySet", "Switch", "rules_manager", "trained_pair_manager"]
 
 log = logging.getLogger("memsdk.client")
 
@@ -60,6 +60,33 @@ class Endpoint:
     model: str
     api_key: str | None
     timeout_s: float
+
+
+def trained_pair_manager(role: str, version: str, registry: PolicyRegistry, embedder: Embedder | None = None) -> PairManager:
+    """The pair manager of registry ``version``: ``registry``'s checkpoints, else its packaged
+    folder, else the heads memsdk ships (a client whose packaged folder is another's still
+    serves the default manager). ``embedder`` is shared when the head was trained on it."""
+    shipped = PolicyRegistry(registry.root, packaged=PACKAGED_DIR)
+    found = next((r for r in (registry, shipped) if any(m.version == version for m in r.versions(role))), shipped)
+    manifest = found.get(role, version)
+    try:
+        head = load_relations(found.adapter_dir(manifest))
+        shared = embedder if embedder is not None and embedder.name == head.embedder else None
+        return PairManager(head, shared)
+    except ValueError as exc:
+        raise PolicyError(f"{role} {version!r}: {exc}") from None
+
+
+def rules_manager(name: str, embedder: Embedder | None = None, registry: PolicyRegistry | None = None) -> Manager:
+    """A manager that needs no LLM, by the name ``policies={"manager": ...}`` takes:
+    ``"heuristic"``, or a trained one (``"pairs"``: the packaged pair classifier, from
+    ``registry``'s checkpoints first when given). What the gate's and the trainers' LoCoMo
+    states are built with."""
+    if name == "heuristic":
+        return HeuristicManager()
+    if name not in TRAINED["manager"]:
+        raise InvalidInput("manager", f"expected 'heuristic' or a trained manager without an LLM ({', '.join(TRAINED['manager'])}), got {name!r}")
+    return trained_pair_manager("manager", TRAINED["manager"][name], registry or PolicyRegistry(PACKAGED_DIR), embedder)
 
 
 class Backends(Generic[B]):
@@ -279,18 +306,7 @@ class PolicySet(Generic[B]):
         return cls(backend, PolicyConfig(model=adapter_name, prompt_version=prompt_version, params=spec.sampling), fallback=fallback)
 
     def _trained(self, role: str, version: str) -> PairManager:
-        """The pair manager of registry ``version``: the client's checkpoints, else its packaged
-        folder, else the heads memsdk ships (a client whose packaged folder is another's
-        still serves the default manager)."""
-        shipped = PolicyRegistry(self.registry.root, packaged=PACKAGED_DIR)
-        registry = next((r for r in (self.registry, shipped) if any(m.version == version for m in r.versions(role))), shipped)
-        manifest = registry.get(role, version)
-        try:
-            head = load_relations(registry.adapter_dir(manifest))
-            shared = self._embedder if self._embedder is not None and self._embedder.name == head.embedder else None
-            return PairManager(head, shared)
-        except ValueError as exc:
-            raise PolicyError(f"{role} {version!r}: {exc}") from None
+        return trained_pair_manager(role, version, self.registry, self._embedder)
 
     def version_label(self, role: str) -> str:
         if self._served[role].kind != "llm":

@@ -30,8 +30,7 @@ from typing import IO, Any, Generic, TypeVar, overload
 import httpx
 from pydantic import TypeAdapter
 
-from memsdk.client._base import GateStates, ScopeLike, TurnLike
-from memsdk.docstrings import documented_as
+from memsdk.client._base import ScopeLike, TurnLike
 from memsdk.client.aio import AsyncMemoryClient
 from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo, ReadResult
 from memsdk.client.sync import MemoryClient
@@ -41,7 +40,6 @@ from memsdk.errors import (
     ClientClosed,
     Conflict,
     EmbedderError,
-    GateFailed,
     ImportConflict,
     InvalidInput,
     MemoryNotFound,
@@ -54,7 +52,7 @@ from memsdk.errors import (
     StoreUnavailable,
 )
 from memsdk.bank import BankLimits
-from memsdk.registry.gate import GateConfig, GateDecision
+from memsdk.gate import GateConfig, GateDecision, GateFailed, GateStates
 from memsdk.types import HistoryEvent, MemoryRecord, Scope, ScoredMemory, Tier, Turn
 
 __all__ = ["RemoteMemoryClient", "AsyncRemoteMemoryClient", "RemoteBank", "DEFAULT_TIMEOUT_S"]
@@ -620,6 +618,3 @@ class AsyncRemoteMemoryClient(_ServerOwned, AsyncMemoryClient):  # type: ignore[
             if self._remote_bank is not None:
                 self._remote_bank.close()
 
-
-documented_as(RemoteMemoryClient, MemoryClient)
-documented_as(AsyncRemoteMemoryClient, AsyncMemoryClient)

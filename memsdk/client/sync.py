@@ -9,18 +9,19 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import IO, Any, overload
+from typing import IO, Any, ClassVar, overload
 
 from tqdm import tqdm
 
-from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, announce, batched, GateStates, ScopeLike, Timings, TurnLike, gate_label, in_process_model
+from memsdk import gate
+from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, announce, batched, ScopeLike, Timings, TurnLike, in_process_model
 from memsdk.client.policies import Endpoint, Switch
-from memsdk.client.pipeline import Adjacent, Apply, Done, Effect, Search, answer_steps, core_steps, decided, resume, retrieve_steps
-from memsdk.policies.base import Call, Chat, R, chat
+from memsdk.effects import Effect, R
+from memsdk.pipeline import answer_steps, core_steps, decided, retrieve_steps
 from memsdk.client.results import AnswerResult, IngestResult, ReadResult
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.llm.base import LoRABackend
-from memsdk.registry.gate import GateConfig, GateDecision, decide
+from memsdk.gate import GateConfig, GateDecision, GateStates
 from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
 __all__ = ["MemoryClient"]
@@ -40,13 +41,14 @@ class MemoryClient(BaseClient[LoRABackend]):
     ```
     """
 
+    #: what ``url=`` makes: `RemoteMemoryClient`, a subclass, so `memsdk.client` sets it
+    _remote: ClassVar[type[MemoryClient]]
+
     def __new__(cls, *args: Any, url: str | None = None, **kwargs: Any) -> MemoryClient:
         """``url=`` (with ``api_key=``) makes the client of a `memsdk serve` server instead,
         a `RemoteMemoryClient` with the same methods (`memsdk.client.remote`)."""
         if url is not None and cls is MemoryClient:
-            from memsdk.client.remote import RemoteMemoryClient
-
-            return object.__new__(RemoteMemoryClient)  # Python then runs its __init__ with these arguments
+            return object.__new__(cls._remote)  # Python then runs its __init__ with these arguments
         return super().__new__(cls)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -76,33 +78,8 @@ class MemoryClient(BaseClient[LoRABackend]):
 
     # -- running the pipeline ------------------------------------------------------------------
 
-    def _handle(self, effect: Effect, timings: Timings) -> Any:
-        if isinstance(effect, Search):
-            return self._search(effect, timings)
-        if isinstance(effect, Adjacent):
-            return self._adjacent(effect, timings)
-        if isinstance(effect, Apply):
-            return self._apply(effect, timings)
-        with self._stage(timings, "llm"):
-            if isinstance(effect, Chat):
-                with self._telemetry.chat(effect.role, effect.request.model or effect.backend.model) as traced:
-                    completion = chat(effect)
-                    traced(completion)
-                    return completion
-            if isinstance(effect, Call):
-                return effect.fn(*effect.args, **effect.kwargs)
-        raise TypeError(f"unknown effect {effect!r}")
-
     def _run(self, steps: Generator[Effect, Any, R], timings: Timings) -> R:
-        step = resume(steps)
-        while not isinstance(step, Done):
-            try:
-                result = self._handle(step, timings)
-            except MemsdkError as exc:
-                step = resume(steps, error=exc)
-                continue
-            step = resume(steps, result)
-        return step.value
+        return self._runner.run(steps, self._observed(timings))
 
     # -- the two calls apps make on every turn ------------------------------------------------------
 
@@ -276,20 +253,15 @@ class MemoryClient(BaseClient[LoRABackend]):
         """The release gate's comparison: ``version`` and the incumbent (``against``, default
         the version serving now) replay the same states (``on``: ``"locomo-val"``, ``"log"`` for the
         app's own judged answers, a JSONL file, or a list of `AnswerCase`; for the manager ``"log"``
-        or a list of `ManagerCase`, judged by the answerer serving now; see `memsdk.eval.replay`);
+        or a list of `ManagerCase`, judged by the answerer serving now; see `memsdk.gate`);
         the paired decision is recorded beside the candidate's manifest and returned. Nothing is switched. ``k``: memories per ``locomo-val``
         state, by default what an answer shows ``version`` once it serves (the client's ``answer_k``,
         or the version's training k: `_answer_k`)."""
         self._check_open()
-        from memsdk.eval.replay import replay_answerer, replay_manager  # memsdk.eval imports the clients
-
         incumbent = against or self._incumbent(role)
         cases = self._gate_cases(role, version, on, k)
-        if role == "answerer":
-            sides = [replay_answerer(self._policies.build(self._loaded(role, v)), v, cases) for v in (version, incumbent)]
-        else:
-            sides = [replay_manager(self._policies.build(self._loaded(role, v)), v, cases, **self._replay_options()) for v in (version, incumbent)]
-        decision = decide(role, sides[0], sides[1], on=gate_label(on), config=config)
+        sides = [(v, self._policies.build(self._loaded(role, v))) for v in (version, incumbent)]
+        decision = gate.compare(role, sides, cases, on=on, config=config, frozen=self._frozen() if role == "manager" else None)
         self._policies.registry.record_decision(decision)
         return decision
 

@@ -8,7 +8,7 @@
     with Evaluator(EvalConfig(baseline="raw-rag"), "build/eval/raw") as ev:
         report = ev.run("val")
 
-`memsdk.eval.scoring` holds the answer metrics (EM, F1, BLEU-1) the trainer's rewards also use.
+`memsdk.scoring` holds the answer metrics (EM, F1, BLEU-1) the trainer's rewards also use.
 """
 
 from memsdk.eval.config import Baseline, EvalConfig
@@ -16,7 +16,7 @@ from memsdk.eval.judge import Judge, JudgedRun, Verdict, judge_run
 from memsdk.eval.report import compare, load_report, markdown, write_outputs
 from memsdk.eval.results import ConversationResult, IngestStats, JudgeRef, QuestionResult, RunReport, Scores, Summary
 from memsdk.eval.runner import Evaluator
-from memsdk.eval.scoring import bleu1, evidence_recall, exact_match, normalize_answer, token_f1
+from memsdk.scoring import bleu1, evidence_recall, exact_match, normalize_answer, token_f1
 
 __all__ = [
     "Baseline",

@@ -43,7 +43,7 @@ from memsdk.eval.config import EvalConfig
 from memsdk.eval.judge import Judge, label, unjudged
 from memsdk.eval.parallel import ordered_map
 from memsdk.eval.results import ConversationResult, IngestProgress, RunInfo, IngestStats, QuestionResult, RunReport, conversation_path, summarize, write_atomic
-from memsdk.eval.scoring import bleu1, evidence_ids, evidence_recall, exact_match, token_f1
+from memsdk.scoring import bleu1, evidence_ids, evidence_recall, exact_match, token_f1
 from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.registry import BASE_VERSION
 from memsdk.errors import InvalidInput

@@ -1,5 +1,5 @@
-"""What every policy shares: the request a policy sends, the record of one LLM call, failure
-counters, and the call itself as pure steps.
+"""What every LLM policy shares: the record of one LLM call, failure counters, and the call
+itself as pure steps (the effects it yields live in `memsdk.effects`).
 
 A policy is prompt + schema + backend + model name, and it does no I/O. `LLMCaller.steps`
 renders the prompt, *yields* a `Chat` effect (the request, and the backend to send it to),
@@ -7,167 +7,35 @@ receives the `Completion`, parses it with one repair, yields a second `Chat` to 
 if that failed, and returns the value with a `PolicyCall` record that the interaction log
 stores and the trainer later reads back (messages, raw output, token counts, logprobs when
 asked for). Whoever drives the steps does the I/O: the clients' pipelines (blocking or
-awaited), `run` / `arun` for a policy on its own, and the trainers (which answer a `Chat`
+awaited), `memsdk.effects.run` / ``arun`` for a policy on its own, and the trainers (which answer a `Chat`
 with a sampled group instead).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from memsdk.effects import Chat, Request, Steps
 from memsdk.errors import PolicyError
 from memsdk.llm.base import AsyncLLMBackend, Choice, Completion, LLMBackend, SamplingParams
 from memsdk.policies.parsing import Parsed, parse
 from memsdk.policies.prompts import PromptTemplate
 from memsdk.policies.schemas import json_schema
 
-__all__ = ["Request", "Chat", "Call", "Lookup", "Steps", "Done", "resume", "chat", "achat", "acall", "PolicyConfig", "PolicyCall", "PolicyStats", "LLMCaller", "run", "arun"]
+__all__ = ["PolicyConfig", "PolicyCall", "PolicyStats", "LLMCaller"]
 
 log = logging.getLogger("memsdk.policies")
 T = TypeVar("T", bound=BaseModel)
 
 REASK = "Your reply was not valid: {error}. Reply again with only the JSON object, nothing else."
-
-
-@dataclass(frozen=True)
-class Request:
-    """One request as a policy sends it: messages (ending in the response prefix, if any),
-    the prefix itself, and the call options."""
-
-    messages: list[dict[str, str]]
-    prefix: str
-    params: SamplingParams
-    model: str | None
-    schema: dict[str, Any] | None
-
-    @property
-    def options(self) -> dict[str, Any]:
-        return {"params": self.params, "model": self.model, "schema": self.schema}
-
-
-@dataclass(frozen=True)
-class Chat:
-    """The one effect a policy yields: send ``request`` to ``backend``; its result is the
-    `Completion` (a backend failure is thrown back in at the yield)."""
-
-    backend: Any
-    request: Request
-    #: the policy role asking (traces name it)
-    role: str = ""
-
-
-@dataclass(frozen=True)
-class Call:
-    """The effect of a policy whose code is someone else's (`custom`): run ``fn(*args, **kwargs)``.
-    The sync client calls it; the async one awaits ``afn`` (its async twin) when there is one,
-    else runs ``fn`` in a worker thread so the event loop never blocks on it."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    afn: Callable[..., Awaitable[Any]] | None = None
-
-
-@dataclass(frozen=True)
-class Lookup:
-    """The effect of a policy that searches before it decides (DeltaMem's manager): the
-    ``limit`` semantic memories of the scope being ingested most similar to ``query``. Only
-    the ingest pipeline runs it (it knows the scope); the memories found count as shown to
-    the policy, for the guard."""
-
-    query: str
-    limit: int
-
-
-R = TypeVar("R")
-Y = TypeVar("Y")
-#: a policy's decision as steps: yields `Chat` (or `Call`, `Lookup`) effects, receives their results, returns R
-Steps = Generator[Chat | Call | Lookup, Any, R]
-
-
-def chat(effect: Chat) -> Completion:
-    """A `Chat` effect with a blocking backend."""
-    completion: Completion = effect.backend.chat(effect.request.messages, **effect.request.options)  # either kind of backend: Any
-    return completion
-
-
-async def achat(effect: Chat) -> Completion:
-    """A `Chat` effect with an async backend."""
-    completion: Completion = await effect.backend.chat(effect.request.messages, **effect.request.options)
-    return completion
-
-
-async def acall(effect: Call) -> Any:
-    if effect.afn is not None:
-        return await effect.afn(*effect.args, **effect.kwargs)
-    return await asyncio.to_thread(effect.fn, *effect.args, **effect.kwargs)
-
-
-@dataclass(frozen=True)
-class Done(Generic[R]):
-    """Steps that have returned ``value``."""
-
-    value: R
-
-
-def resume(steps: Generator[Y, Any, R], result: Any = None, error: BaseException | None = None) -> Y | Done[R]:
-    """Hand steps their last effect's result (or throw that effect's error into them) and get
-    the next effect, or `Done` when they return. Every driver steps generators with it: the
-    clients, `drive`, `run` and `arun`."""
-    try:
-        return steps.throw(error) if error is not None else steps.send(result)
-    except StopIteration as done:
-        return Done(done.value)
-
-
-def _refuse(effect: Lookup) -> NoReturn:
-    raise TypeError(f"a Lookup ({effect.query!r}) needs the ingest pipeline, which knows the scope to search: drive this policy with it")
-
-
-def _execute(effect: Chat | Call | Lookup) -> Any:
-    if isinstance(effect, Lookup):
-        _refuse(effect)
-    return chat(effect) if isinstance(effect, Chat) else effect.fn(*effect.args, **effect.kwargs)
-
-
-def _after(steps: Steps[R], effect: Chat | Call | Lookup) -> Chat | Call | Lookup | Done[R]:
-    try:
-        result = _execute(effect)
-    except Exception as exc:  # thrown in: the policy decides what a failed request costs
-        return resume(steps, error=exc)
-    return resume(steps, result)
-
-
-def run(steps: Steps[R]) -> R:
-    """Drive a policy's steps with blocking calls (a policy used on its own)."""
-    step = resume(steps)
-    while not isinstance(step, Done):
-        step = _after(steps, step)
-    return step.value
-
-
-async def arun(steps: Steps[R]) -> R:
-    """`run` with the calls awaited (an `AsyncLLMBackend`)."""
-    step = resume(steps)
-    while not isinstance(step, Done):
-        try:
-            if isinstance(step, Lookup):
-                _refuse(step)
-            result = await (achat(step) if isinstance(step, Chat) else acall(step))
-        except Exception as exc:
-            step = resume(steps, error=exc)
-            continue
-        step = resume(steps, result)
-    return step.value
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,8 @@ from pydantic import ValidationError
 from memsdk.errors import InvalidInput, MemsdkError, PolicyError
 from memsdk.llm.base import Completion, SamplingParams
 from memsdk.policies.answerer import UNKNOWN, Answer
-from memsdk.policies.base import Call, Chat, PolicyCall, PolicyStats, Request, Steps, run
+from memsdk.effects import Call, Chat, Request, Steps, run
+from memsdk.policies.base import PolicyCall, PolicyStats
 from memsdk.policies.extractor import Extraction
 from memsdk.policies.manager import Decision
 from memsdk.types import Op, OpType, ScoredMemory, Turn

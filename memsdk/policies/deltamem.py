@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
-from memsdk.policies.base import Lookup, PolicyCall, PolicyConfig, Request, Steps
+from memsdk.effects import Lookup, Request, Steps
+from memsdk.policies.base import PolicyCall, PolicyConfig
 from memsdk.policies.manager import MEMORY_CHARS, Decision, LLMManager
 from memsdk.policies.schemas import DeltaStep, ManagerDecision
 from memsdk.types import ScoredMemory

@@ -8,7 +8,8 @@ from typing import Protocol, runtime_checkable
 
 from memsdk.dates import render_timestamp
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
-from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, Request, Steps, run
+from memsdk.effects import Request, Steps, run
+from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
 from memsdk.policies.prompts import load_prompt
 from memsdk.policies.schemas import ExtractedFacts
 from memsdk.types import Turn

@@ -16,7 +16,8 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
-from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, Request, Steps, run
+from memsdk.effects import Request, Steps, run
+from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
 from memsdk.policies.grounding import grounded
 from memsdk.policies.prompts import load_prompt
 from memsdk.policies.schemas import ManagerDecision

@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from memsdk.embedding import CachedEmbedder, Embedder, SentenceTransformerEmbedder
-from memsdk.policies.base import Call, PolicyStats, Steps, run
+from memsdk.effects import Call, Steps, run
+from memsdk.policies.base import PolicyStats
 from memsdk.policies.manager import Decision, valid_text
 from memsdk.policies.cross_encoder import load_relations
 from memsdk.policies.relations import RELATIONS, Relation, RelationModel, relation_text

@@ -5,7 +5,7 @@ each naming a tier on insert. The model sees memories as ``[i] (tier) text``, in
 aliases as the manager does. `writer_ops` maps the aliases back and drops, one by one and
 with a note each, the calls that cannot be ops (an unknown alias, no usable text, a second
 call on one memory, a delete storm, text not grounded in the chunk). The rest are applied in
-order by the pipeline (`memsdk.client.pipeline.write_steps`), one op per `MemoryBank.apply`,
+order by the pipeline (`memsdk.pipeline.write_steps`), one op per `MemoryBank.apply`,
 so that the transition function refuses what a tier does not allow (an episodic insert, a
 second core memory) call by call too. Every refused call is counted: Mem-alpha's format
 reward R2_t is the share of a step's calls that executed.
@@ -19,7 +19,8 @@ from typing import Protocol, runtime_checkable
 
 from memsdk.dates import render_timestamp
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
-from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats, Request, Steps, run
+from memsdk.effects import Request, Steps, run
+from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
 from memsdk.policies.extractor import MAX_TURN_CHARS, render_turn
 from memsdk.policies.grounding import grounded
 from memsdk.policies.manager import OpGuard, alias_problem, valid_text

@@ -1,6 +1,5 @@
 """Policy checkpoints: what the trainer publishes and the client hot-swaps in."""
 
-from memsdk.registry.gate import GateConfig, GateDecision, decide, paired_comparison
 from memsdk.registry.registry import BASE_VERSION, PACKAGED_DIR, ROLES, PolicyManifest, PolicyRegistry, Promotion, model_key
 
-__all__ = ["BASE_VERSION", "PACKAGED_DIR", "ROLES", "GateConfig", "GateDecision", "PolicyManifest", "PolicyRegistry", "Promotion", "decide", "model_key", "paired_comparison"]
+__all__ = ["BASE_VERSION", "PACKAGED_DIR", "ROLES", "PolicyManifest", "PolicyRegistry", "Promotion", "model_key"]

@@ -28,17 +28,16 @@ import re
 import shutil
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memsdk.errors import InvalidInput, PolicyError
+from memsdk.gate.stats import GateDecision
 from memsdk.llm.models import model_key
 from memsdk.policies import llm_policy_class
 from memsdk.types import utcnow
 
-if TYPE_CHECKING:
-    from memsdk.registry.gate import GateDecision
 
 __all__ = ["PolicyManifest", "PolicyRegistry", "Promotion", "ROLES", "BASE_VERSION", "PACKAGED_DIR", "model_key"]
 
@@ -182,8 +181,6 @@ class PolicyRegistry:
 
     def decision(self, role: str, version: str) -> GateDecision | None:
         """The gate decision recorded for ``version``, or None."""
-        from memsdk.registry.gate import GateDecision
-
         _check(role, version)
         own = self.root / role / version / "gate.json"
         path = own if own.exists() else self._home(role, version) / role / version / "gate.json"

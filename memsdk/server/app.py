@@ -60,12 +60,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 from memsdk.client import MemoryClient
+from memsdk.gate import GateFailed
 from memsdk.errors import (
     BackendError,
     ClientClosed,
     Conflict,
     EmbedderError,
-    GateFailed,
     InvalidInput,
     MemoryNotFound,
     MemsdkError,

@@ -333,12 +333,12 @@ def test_import_rejects_broken_files_and_writes_nothing(bank: MemoryBank, alice:
 def test_snapshot_fork_is_isolated(bank: MemoryBank, alice: Scope) -> None:
     (mid,) = add(bank, alice, "Has a dog named Buddy")
     snap = bank.snapshot(alice)
-    child = snap.fork(bank.embedder)
+    child = MemoryBank.from_snapshot(snap, bank.embedder)
     child.apply(alice, [Op.update(mid, "Has two dogs, Buddy and Scout"), Op.add("Adopted Scout in May")])
     assert bank.get(alice, mid).text == "Has a dog named Buddy"
     assert bank.count(alice) == 1
     assert child.count(alice) == 2 and child.get(alice, mid).version == 2
-    sibling = snap.fork(bank.embedder)  # the snapshot itself did not change either
+    sibling = MemoryBank.from_snapshot(snap, bank.embedder)  # the snapshot itself did not change either
     assert [r.text for r in sibling.list(alice)] == ["Has a dog named Buddy"]
     grandchild = child.fork(alice)  # forks of forks: Memory-R2's anchor states
     assert grandchild.search(alice, "Scout")[0].record.text in {"Has two dogs, Buddy and Scout", "Adopted Scout in May"}

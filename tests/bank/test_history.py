@@ -132,7 +132,7 @@ def test_a_fork_of_an_earlier_state_searches_and_carries_on_from_it(clocked: tup
     bank.apply(ALICE, [Op.delete(dog)])
     update = bank.history(ALICE)[1]
 
-    fork = bank.as_of(ALICE, update.id).fork(bank.embedder)
+    fork = MemoryBank.from_snapshot(bank.as_of(ALICE, update.id), bank.embedder)
     assert fork.search(ALICE, "Scout", limit=1, hybrid=True)[0].record.text == SCOUT  # indexed as the bank indexes
     fork.apply(ALICE, [Op.update(dog, "Has three dogs", expected_version=2)])
     assert [e.event for e in fork.history(ALICE)] == [EventType.ADD, EventType.UPDATE, EventType.UPDATE]

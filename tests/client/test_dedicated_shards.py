@@ -16,7 +16,7 @@ from pathlib import Path
 from memsdk import MemoryClient
 from memsdk.bank import MemoryBank
 from memsdk.datasets.locomo import load_locomo
-from memsdk.eval.scoring import evidence_recall
+from memsdk.scoring import evidence_recall
 from memsdk.store.edge import EdgeTransport
 from memsdk.types import Turn
 from tests.store.conftest import Jittered

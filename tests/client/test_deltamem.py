@@ -11,7 +11,7 @@ import pytest
 from memsdk import AsyncMemoryClient, LLMSpec, MemoryClient
 from memsdk.embedding import HashEmbedder
 from memsdk.policies import DeltaMemManager
-from memsdk.policies.base import run
+from memsdk.effects import run
 
 from tests.policies.conftest import ScriptedBackend, memory
 

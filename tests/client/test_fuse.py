@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memsdk.client.pipeline import SUPERSEDED_WEIGHT, fuse
+from memsdk.pipeline.retrieval import SUPERSEDED_WEIGHT, fuse
 from memsdk.types import MemoryRecord, Scope, ScoredMemory, Tier, content_hash
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)

@@ -143,7 +143,7 @@ def test_the_async_twin_gates_the_same_way(tmp_path) -> None:
 def test_the_log_replays_the_answers_users_judged_as_they_were_shown(gated) -> None:
     """``on="log"``: each answer given a gold (or called correct) is a state, its memories as
     they stood when it was asked; an answer only called wrong has no gold and is no state."""
-    from memsdk.eval.replay import log_answer_cases
+    from memsdk.gate import log_answer_cases
 
     client, _, _, _ = gated
     sam = {"user_id": "sam"}
@@ -182,16 +182,16 @@ def test_a_log_without_judged_answers_is_a_clear_error(make_client, tmp_path) ->
 
 
 def test_locomo_val_states_show_the_candidate_the_memories_it_would_serve_with(make_client, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import memsdk.eval.replay as replay
+    import memsdk.gate.release as release
 
     asked: list[int] = []
 
-    def cases(embedder, *, split: str, k: int, manager: str) -> list:
-        assert manager == "heuristic"  # the bank this client's own manager would leave
+    def cases(embedder, *, split: str, k: int, manager) -> list:
+        assert manager is None  # the heuristic one: the bank this client's own manager would leave
         asked.append(k)
-        return replay.load_answer_cases(states(tmp_path / "states.jsonl", "answerer-k4", n=3))
+        return release.load_answer_cases(states(tmp_path / "states.jsonl", "answerer-k4", n=3))
 
-    monkeypatch.setattr(replay, "locomo_answer_cases", cases)  # LoCoMo's states, without LoCoMo
+    monkeypatch.setattr(release, "locomo_answer_cases", cases)  # LoCoMo's states, without LoCoMo
     ckpt = tmp_path / "ckpt"
     publish(ckpt, "answerer", "k4", config={"answer_k": 4})
     publish(ckpt, "answerer", "plain")

@@ -14,7 +14,7 @@ import pytest
 
 from memsdk import AsyncMemoryClient, GateFailed, InvalidInput
 from memsdk.embedding import HashEmbedder
-from memsdk.eval.replay import ManagerCase, log_manager_cases
+from memsdk.gate import ManagerCase, log_manager_cases
 from memsdk.llm.base import Choice, Completion
 from memsdk.policies import Answer
 from memsdk.types import ScoredMemory

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 
 from memsdk import Actor
 from memsdk.bank import MemoryBank
-from memsdk.client.pipeline import NEIGHBOUR_SHARE, drive, episode_ops, with_neighbours
+from memsdk.effects import Runner
+from memsdk.pipeline.ingest import episode_ops
+from memsdk.pipeline.retrieval import NEIGHBOUR_SHARE, with_neighbours
 from memsdk.embedding import HashEmbedder
 from memsdk.types import Op, Scope, ScoredMemory, Tier, Turn
 
@@ -35,13 +37,13 @@ def test_the_last_third_holds_the_next_and_previous_turns_two_each_way() -> None
     # ranked: turn 4, a fact (no neighbours: not a turn), turns 0 and 8, then two more facts
     ranked = [said[4], fact, said[0], said[8], tail1, tail2]
     assert NEIGHBOUR_SHARE == 1 / 3
-    shown = drive(with_neighbours(ranked, [ANN, BEN], 6), bank)  # 4 kept by rank, 2 neighbours
+    shown = Runner(bank).run(with_neighbours(ranked, [ANN, BEN], 6))  # 4 kept by rank, 2 neighbours
     assert texts(shown) == ["turn 4", "ann has a dog", "turn 0", "turn 8", "turn 5", "turn 3"]
     assert [h.score for h in shown[4:]] == [said[4].score] * 2  # the score of the hit they sit by
-    every = drive(with_neighbours(ranked, [ANN, BEN], 12), bank)  # 8 kept: all six ranked
+    every = Runner(bank).run(with_neighbours(ranked, [ANN, BEN], 12))  # 8 kept: all six ranked
     near_4, near_0, near_8 = ["turn 5", "turn 3", "turn 6", "turn 2"], ["turn 1"], ["turn 7"]  # turn 2, 6 once
     assert texts(every) == [*texts(ranked), *near_4, *near_0, *near_8]
-    roomy = drive(with_neighbours(ranked, [ANN, BEN], 15), bank)  # 10 kept, so all of it, once each
+    roomy = Runner(bank).run(with_neighbours(ranked, [ANN, BEN], 15))  # 10 kept, so all of it, once each
     assert texts(roomy) == texts(every)
 
 
@@ -49,10 +51,10 @@ def test_neighbours_come_only_from_the_scopes_searched_and_stop_at_a_forgotten_t
     bank = MemoryBank.open(":memory:", embedder=HashEmbedder())
     said = conversation(bank, ["we got a puppy", "what is its name?", "Buddy", "cute!"])
     bank.apply(EVE, episode_ops([Turn(speaker="eve", text="hi")], [Turn(speaker="ann", text="Buddy")]))
-    only_ann = drive(with_neighbours([said[2]], [ANN], 3), bank)
+    only_ann = Runner(bank).run(with_neighbours([said[2]], [ANN], 3))
     assert texts(only_ann) == ["Buddy"]  # its neighbours are Ben's, and eve's "hi" is not searched
     bank.apply(BEN, [Op.delete(said[3].record.id)], actor=Actor(role="forget"))
-    both = drive(with_neighbours([said[2]], [ANN, BEN], 3), bank)
+    both = Runner(bank).run(with_neighbours([said[2]], [ANN, BEN], 3))
     assert texts(both) == ["Buddy", "what is its name?", "we got a puppy"]
     assert all(h.record.tier is Tier.EPISODIC for h in both)
 
@@ -62,5 +64,5 @@ def test_a_neighbour_shown_already_as_the_superseded_fact_that_copies_it_is_not_
     said = conversation(bank, ["I live in Leeds", "nice", "we moved to York"])
     copy = bank.apply(ANN, [Op.add("Ann (on 3 March 2025): I live in Leeds", source_turn_ids=said[0].record.source_turn_ids)]).changes[0].after
     shown_copy = ScoredMemory(record=copy.model_copy(update={"invalid_at": copy.created_at}), score=0.9)  # fuse shows a superseded copy, not its turn
-    shown = drive(with_neighbours([said[2], shown_copy], [ANN, BEN], 6), bank)  # room for both turns before York
+    shown = Runner(bank).run(with_neighbours([said[2], shown_copy], [ANN, BEN], 6))  # room for both turns before York
     assert texts(shown) == ["we moved to York", "Ann (on 3 March 2025): I live in Leeds", "nice"]  # "I live in Leeds" once, as the fact

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from memsdk import Actor, Conflict, InvalidInput, Op, Scope
+from memsdk.bank import MemoryBank
 from memsdk.dates import render_day
 from memsdk.types import content_hash
-from memsdk.client.pipeline import named_scope
+from memsdk.pipeline.retrieval import named_scope
 from memsdk.policies.answerer import UNKNOWN
 
 from ..policies.conftest import ScriptedBackend
@@ -180,7 +181,7 @@ def test_a_turn_is_indexed_after_the_turn_it_follows_and_shown_alone(make_client
     assert "support" not in reply.model_dump_json() and reply.render() == "Caroline (on 8 May 2023): It was so powerful, I cried"
     [top, *_] = client.search("the support group", scope=car, tier="episodic", hybrid=True)
     assert top.record.id == reply.id  # first in both the dense and the BM25 ranking
-    assert client.bank.as_of(car, client.history(scope=car)[-1].at).fork(client.bank.embedder).get(car, reply.id).context_hash == reply.context_hash
+    assert MemoryBank.from_snapshot(client.bank.as_of(car, client.history(scope=car)[-1].at), client.bank.embedder).get(car, reply.id).context_hash == reply.context_hash
     client.erase(scope=mel)
     assert client.get(reply.id, scope=car).context_hash is None
     after = next(h for h in client.search("the support group", scope=car, tier="episodic", hybrid=True) if h.record.id == reply.id)

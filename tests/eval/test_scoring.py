@@ -8,14 +8,14 @@ import math
 import pytest
 
 from memsdk.eval.results import QuestionResult, percentile, scores
-from memsdk.eval.scoring import bleu1, evidence_ids, evidence_recall, exact_match, token_f1
+from memsdk.scoring import bleu1, evidence_ids, evidence_recall, exact_match, token_f1
 
 
 def test_the_trainer_rewards_are_this_implementation():
     from memsdk_training.rewards import qa
 
     assert (qa.token_f1, qa.bleu1, qa.exact_match, qa.normalize_answer) == (token_f1, bleu1, exact_match, qa.normalize_answer)
-    assert qa.token_f1.__module__ == "memsdk.eval.scoring"
+    assert qa.token_f1.__module__ == "memsdk.scoring"
 
 
 @pytest.mark.parametrize(

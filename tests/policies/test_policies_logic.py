@@ -18,9 +18,9 @@ from memsdk.policies import (
     load_prompt,
     memory_r2_policies,
 )
-from memsdk.client.pipeline import decided
+from memsdk.pipeline.decisions import decided
 from memsdk.llm.base import Choice, Completion
-from memsdk.policies.base import Chat, arun, run
+from memsdk.effects import Chat, arun, run
 from memsdk.policies.schemas import ManagerDecision, json_schema
 from memsdk.types import OpType, Turn
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from memsdk.policies.base import arun
+from memsdk.effects import arun
 from memsdk.errors import ModelNotFound
 from memsdk.llm import Completion, SamplingParams
 from memsdk.policies import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memsdk.errors import InvalidInput
-from memsdk.registry.gate import GateConfig, SideResult, decide, paired_comparison
+from memsdk.gate import GateConfig, SideResult, decide, paired_comparison
 
 
 def side(version: str, rewards: list[float], **guards: float) -> SideResult:

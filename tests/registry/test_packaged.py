@@ -14,7 +14,7 @@ from memsdk.client.policies import Backends, PolicySet
 from memsdk.embedding import HashEmbedder
 from memsdk.policies.spec import LLMSpec
 from memsdk.registry import PolicyManifest, PolicyRegistry, model_key
-from memsdk.registry.gate import GateDecision, SideResult, decide
+from memsdk.gate import GateDecision, SideResult, decide
 
 from tests.client.test_policy_swap import AdapterBackend
 from tests.llm._stub_server import Reply, StubServer, chat_body

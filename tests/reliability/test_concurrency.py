@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from memsdk import AsyncMemoryClient, MemoryClient
-from memsdk.client.pipeline import APPLY_ATTEMPTS
+from memsdk.pipeline.ingest import APPLY_ATTEMPTS
 from memsdk.embedding import HashEmbedder
 
 

@@ -989,8 +989,9 @@ def test_every_public_method_is_fuzzed() -> None:
         public = {n for n in dir(cls) if not n.startswith("_")}
         assert public - lifecycle == fuzzed, (cls.__name__, public - lifecycle ^ fuzzed)
     # bank methods the client rows already reach: search, list, get, history, restore,
-    # export, import_, erase (delete_all), snapshot (through fork) and adjacent (answer, retrieve)
-    through_client = {"search", "list", "history", "restore", "export", "import_", "erase", "delete_all", "snapshot", "adjacent"}
+    # export, import_, erase (delete_all), snapshot and from_snapshot (through fork) and
+    # adjacent (answer, retrieve)
+    through_client = {"search", "list", "history", "restore", "export", "import_", "erase", "delete_all", "snapshot", "from_snapshot", "adjacent"}
     bank_public = {n for n in dir(MemoryBank) if not n.startswith("_")} - {"open", "close", "bm25"}
     assert bank_public - through_client == {m.name.removeprefix("bank.") for m in BANK_METHODS}
     total = sum(m.budget for m in CLIENT_METHODS + POLICY_METHODS + BANK_METHODS) + ASYNC_BUDGET

@@ -18,7 +18,7 @@ import torch
 from memsdk import InvalidInput, MemoryClient
 from memsdk.cli import main as memsdk_cli
 from memsdk.embedding import HashEmbedder
-from memsdk.eval.replay import AnswerCase, log_answer_cases
+from memsdk.gate import AnswerCase, log_answer_cases
 from memsdk.llm import TransformersBackend
 from memsdk_training.retrain import Job, RetrainConfig, retrain, split_states
 
@@ -157,7 +157,7 @@ def test_the_manager_is_retrained_from_the_ingests_judged_answers_cited(tmp_path
     """`retrain(role="manager")`: the held-out logged ingests are replayed through the
     candidate and the serving manager (test_gate_manager's scripted replies: "good" keeps
     each fact, base keeps none); the candidate serves only if it wins there."""
-    from memsdk.eval.replay import ManagerCase
+    from memsdk.gate import ManagerCase
 
     from ..client.test_gate_manager import FactAnswerer, ManagerBackend, judged_traffic
 

@@ -33,12 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from memsdk.bank import BankLimits
-from memsdk.client.pipeline import FORGET_ACTOR, ActivePolicies, drive, ingest_steps
+from memsdk.bank import BankLimits, MemoryBank
+from memsdk.effects import Runner
+from memsdk.pipeline.decisions import ActivePolicies
+from memsdk.pipeline.ingest import FORGET_ACTOR, ingest_steps
 from memsdk.embedding import Embedder
 from memsdk.llm.base import Completion, LLMBackend, SamplingParams
 from memsdk.policies import DeltaMemManager, ExtractiveAnswerer, PolicyConfig
-from memsdk.policies.base import Chat, PolicyCall
+from memsdk.effects import Chat
+from memsdk.policies.base import PolicyCall
 from memsdk.policies.extractor import Extraction
 from memsdk.policies.manager import Decision
 from memsdk.policies.schemas import DeltaStep
@@ -218,7 +221,7 @@ class DeltaMemEnv:
         """One rollout: every turn of the triple ingested on a fork of its bank before.
         ``params`` (n = 1) are every call's sampling; its seed is advanced per call."""
         manager = self.manager()
-        bank = triple.before.fork(self.embedder, limits=self.limits)
+        bank = MemoryBank.from_snapshot(triple.before, self.embedder, limits=self.limits)
         sampled: list[dict[str, Any]] = []
 
         def sample(effect: Chat) -> Completion:
@@ -234,7 +237,7 @@ class DeltaMemEnv:
         applied_updates: list[tuple[Any, str]] = []
         for turn, facts in zip(triple.turns, triple.facts):
             policies = ActivePolicies(GivenFacts(facts), manager, ExtractiveAnswerer(), versions={"manager": VERSION})
-            outcome = drive(ingest_steps(turn, (), triple.scope, policies, self.related_k), bank, sample)
+            outcome = Runner(bank, chat=sample).run(ingest_steps(turn, (), triple.scope, policies, self.related_k))
             calls += [c for c in outcome.calls if c.role == manager.caller.prompt.role]
             failures += outcome.failures
             applied_updates += [(op.memory_id, op.after) for op in outcome.ops if op.op == "UPDATE" and op.after is not None]

@@ -157,7 +157,7 @@ def _corrections(history: Sequence[HistoryEvent], after_seq: int) -> list[Histor
 def _replayed(bank: MemoryBank, start: BankSnapshot, corrections: Sequence[HistoryEvent]) -> tuple[BankSnapshot, int]:
     """``start`` with the corrections applied on a fork, by the app's own calls; how many applied.
     A correction of a memory the ingest's state does not hold (the app added it later) is skipped."""
-    fork, scope, applied = start.fork(bank.embedder, limits=bank.limits), start.scope, 0
+    fork, scope, applied = MemoryBank.from_snapshot(start, bank.embedder, limits=bank.limits), start.scope, 0
     for e in corrections:
         try:
             if e.event is EventType.RESTORE:

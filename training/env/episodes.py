@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from memsdk.bank import BankLimits, BankSnapshot, MemoryBank
-from memsdk.client.pipeline import ActivePolicies, drive, ingest_steps
+from memsdk.effects import Runner
+from memsdk.pipeline.decisions import ActivePolicies
+from memsdk.pipeline.ingest import ingest_steps
 from memsdk.embedding import Embedder
 from memsdk.llm.base import Completion, LLMBackend, Message, SamplingParams
 from memsdk.policies import Answerer, PolicyCall, PolicyConfig, memory_r2_policies
@@ -203,7 +205,7 @@ class EpisodeRunner:
         if len(qa) != len(episode.sessions):
             raise ValueError(f"{len(qa)} QA subsets for {len(episode.sessions)} sessions")
         backend = self._backend_for(f"{episode.key}:rollout:{tag}")
-        bank = (start or self.empty(episode)).fork(self.embedder, limits=self.limits)
+        bank = MemoryBank.from_snapshot(start or self.empty(episode), self.embedder, limits=self.limits)
         seen = self.session_tokens(episode)
         outcomes = tuple(self._session(bank, backend, episode, t, qa[t], seen) for t in range(len(episode.sessions)))
         return EpisodeRollout(episode, qa, outcomes)
@@ -225,7 +227,7 @@ class EpisodeRunner:
         out = []
         for j in range(m):
             backend = self._backend_for(f"{episode.key}:reroll:{seed}:{session}:{j}")
-            bank = start.fork(self.embedder, limits=self.limits)
+            bank = MemoryBank.from_snapshot(start, self.embedder, limits=self.limits)
             out.append(self._session(bank, backend, episode, session, anchor.qa[session], seen))
         return out
 
@@ -238,7 +240,7 @@ class EpisodeRunner:
         rejected: list[str] = []
         for chunk in chunks(episode.sessions[t].turns, self.config.chunk_turns):
             # the runtime's ingest loop on a chunk: one extractor call, the facts decided together
-            outcome = drive(ingest_steps(chunk, (), scope, policies, self.config.related_k, episodic=False, together=True), bank)
+            outcome = Runner(bank).run(ingest_steps(chunk, (), scope, policies, self.config.related_k, episodic=False, together=True))
             calls += outcome.calls
             rejected += outcome.failures
         answers = answer_questions(bank, scope, qa, self.answerer, top_k=self.config.answer_k, metric="f1")

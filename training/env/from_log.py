@@ -8,7 +8,7 @@ judged by the gold answers users attached with ``client.feedback``.
 "As it was" is `MemoryBank.as_of`: the bank rebuilt from its own audit history (every
 change is an event with its before/after text and version), so a state is exactly one the
 runtime produced, never an approximation of it, and `BankSnapshot.violations` is empty.
-The states are the release gate's manager states (`memsdk.eval.replay.log_manager_cases`),
+The states are the release gate's manager states (`memsdk.gate.log_manager_cases`),
 so a manager is trained on the same traffic its gate replays.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from memsdk.bank import MemoryBank
-from memsdk.eval.replay import ManagerCase, log_manager_cases
+from memsdk.gate import ManagerCase, log_manager_cases
 from memsdk.interactions import InteractionLog
 from memsdk.types import Scope
 

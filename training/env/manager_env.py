@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from typing import cast
 
 from memsdk.bank import BankLimits, BankSnapshot, MemoryBank, Transition
-from memsdk.client.pipeline import drive, related_steps
+from memsdk.effects import Runner
+from memsdk.pipeline.ingest import related_steps
 from memsdk.embedding import Embedder
 from memsdk.errors import Conflict, InvalidInput, MemoryNotFound
 from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.policies import Answerer, LLMManager
-from memsdk.policies.base import Request
+from memsdk.effects import Request
 from memsdk.types import Actor, Op, Scope, ScoredMemory
 
 from ..rewards.memory_r1 import manager_reward
@@ -119,7 +120,7 @@ def retrieve_related(bank: MemoryBank, scope: Scope, facts: Sequence[str], k: in
     """The memories the runtime shows the manager for ``facts`` (`related_steps`: per-fact
     top-k semantic memories merged by best score; for one fact, exactly ``bank.search(scope,
     fact, limit=k, tier="semantic")``): the manager never sees (or rewrites) episodic turns."""
-    return drive(related_steps(scope, facts, k), bank)
+    return Runner(bank).run(related_steps(scope, facts, k))
 
 
 def apply_ops(bank: MemoryBank, scope: Scope, ops: Sequence[Op], actor: Actor) -> tuple[Transition | None, str | None]:
@@ -146,7 +147,7 @@ class ManagerEnv:
         self.actor = Actor(role=manager.role, version=manager.caller.version(manager.backend))
 
     def _fork(self, state: MemoryState) -> tuple[MemoryBank, list[ScoredMemory]]:
-        bank = state.bank.fork(self.embedder, limits=self.limits)
+        bank = MemoryBank.from_snapshot(state.bank, self.embedder, limits=self.limits)
         return bank, retrieve_related(bank, state.scope, state.facts, self.config.related_k)
 
     def request(self, state: MemoryState, related: Sequence[ScoredMemory]) -> Request:

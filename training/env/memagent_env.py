@@ -34,11 +34,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from memsdk.bank import MemoryBank
-from memsdk.client.pipeline import core_steps, drive, retrieve_steps
+from memsdk.effects import Runner
+from memsdk.pipeline.ingest import core_steps
+from memsdk.pipeline.retrieval import retrieve_steps
 from memsdk.embedding import HashEmbedder
 from memsdk.llm.base import Completion, SamplingParams
 from memsdk.policies import Answerer, LLMAnswerer
-from memsdk.policies.base import Chat, Done, Steps, resume
+from memsdk.effects import Chat, Done, Steps, resume
 from memsdk.policies.reader import LLMReader, approx_tokens
 from memsdk.store.memory import InMemoryTransport
 from memsdk.types import Actor, Scope, ScoredMemory
@@ -164,8 +166,8 @@ def shown_memory(memory: str, scope: Scope, question: str, answer_k: int) -> lis
     memory alone). The embedder is irrelevant to a core memory's lookup, so a hash one serves."""
     embedder = HashEmbedder(64)
     bank = MemoryBank(InMemoryTransport(embedder.dim), embedder)
-    drive(core_steps(scope, memory, Actor(role="reader", version=VERSION)), bank)
-    shown: list[ScoredMemory] = drive(retrieve_steps(question, [scope], answer_k), bank)
+    Runner(bank).run(core_steps(scope, memory, Actor(role="reader", version=VERSION)))
+    shown: list[ScoredMemory] = Runner(bank).run(retrieve_steps(question, [scope], answer_k))
     return shown
 
 

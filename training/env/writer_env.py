@@ -25,11 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from memsdk.bank import MemoryBank
-from memsdk.client.pipeline import WriteOutcome, drive, retrieve_steps, write_steps
+from memsdk.effects import Runner
+from memsdk.pipeline.ingest import WriteOutcome, write_steps
+from memsdk.pipeline.retrieval import retrieve_steps
 from memsdk.embedding import Embedder
 from memsdk.interactions.types import AppliedOp
 from memsdk.llm.base import Completion, LLMBackend, SamplingParams
-from memsdk.policies.base import Chat
+from memsdk.effects import Chat
 from memsdk.policies import Answerer, LLMWriter
 from memsdk.policies.grounding import grounded
 from memsdk.store.memory import InMemoryTransport
@@ -125,7 +127,7 @@ def qa_score(bank: MemoryBank, episode: Episode, questions: Sequence[QAItem], fr
     score = QA_METRICS[frozen.metric]
     scores = []
     for item in questions:
-        shown: list[ScoredMemory] = drive(retrieve_steps(item.question, [episode.scope], frozen.answer_k), bank)
+        shown: list[ScoredMemory] = Runner(bank).run(retrieve_steps(item.question, [episode.scope], frozen.answer_k))
         scores.append(score(frozen.answerer.answer(item.question, shown).text, item.answer))
     return mean_qa_score(scores)
 
@@ -154,7 +156,7 @@ def roll_out(episode: Episode, writer: LLMWriter, render: Callable[[list[dict[st
                 sampled.update(prompt=render(request.messages), token_ids=tuple(choice.token_ids or ()), text=writer.caller.reply_text(request, choice))
                 return completion
 
-            outcome: WriteOutcome = drive(write_steps(chunk, episode.scope, writer, frozen.related_k, version=VERSION), bank, sample)
+            outcome: WriteOutcome = Runner(bank, chat=sample).run(write_steps(chunk, episode.scope, writer, frozen.related_k, version=VERSION))
             if not sampled:  # every turn was a forget request or a correction: no writer call
                 continue
             sampled["failed"] = outcome.calls[-1].parsed is None

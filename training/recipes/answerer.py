@@ -6,7 +6,7 @@
     warm    optional SFT on the golds first (``warm_start_steps``; `warm_start.answer_examples`)
 
 The memories a question is answered from are what the client's answer path shows for it
-after the conversation was ingested with no LLM (`memsdk.eval.replay.answer_cases`: every
+after the conversation was ingested with no LLM (`memsdk.gate.answer_cases`: every
 turn in the episodic tier with its speaker and date, the heuristic facts, hybrid retrieval),
 so the policy learns on what it is shown when it serves. The answerer is the
 runtime's `LLMAnswerer` on the training backend, so the published adapter runs with the
@@ -21,9 +21,10 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import cast
 
+from memsdk.client.policies import rules_manager
 from memsdk.embedding import Embedder
 from memsdk.eval.manage.cases import manage_answer_cases
-from memsdk.eval.replay import AnswerCase, answer_cases
+from memsdk.gate import AnswerCase, answer_cases
 from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.policies import UNKNOWN, LLMAnswerer, PolicyConfig
 
@@ -45,10 +46,11 @@ AnswerState = AnswerCase
 
 def answer_states(embedder: Embedder, sample_ids: Sequence[str], *, k: int, manager: str = "heuristic") -> Iterator[AnswerState]:
     """Per conversation: its turns ingested by a client without an LLM, then each scored
-    question with the k memories the answer path shows (`memsdk.eval.replay.answer_cases`)."""
+    question with the k memories the answer path shows (`memsdk.gate.answer_cases`)."""
+    banked = rules_manager(manager, embedder)
     for sample_id in sample_ids:
         conv = conversation(sample_id)
-        yield from answer_cases(sample_id, [t for _, turns in locomo_sessions(conv) for t in turns], locomo_qa(conv), embedder, k=k, manager=manager)
+        yield from answer_cases(sample_id, [t for _, turns in locomo_sessions(conv) for t in turns], locomo_qa(conv), embedder, k=k, manager=banked)
 
 
 class AnswererGroups:
@@ -84,7 +86,7 @@ class AnswererRecipe(Recipe[AnswerState]):
 
     def __init__(self, config: AnswererGRPOConfig, *, states: tuple[Sequence[AnswerState], Sequence[AnswerState]] | None = None) -> None:
         """``states``: (train, validation) to train on instead of LoCoMo's, e.g. an app's judged
-        answers (`memsdk.eval.replay.log_answer_cases`, as `memsdk_training.retrain` does)."""
+        answers (`memsdk.gate.log_answer_cases`, as `memsdk_training.retrain` does)."""
         super().__init__(config)
         self.given = states
 

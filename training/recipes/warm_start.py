@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import torch
 
-from memsdk.eval.replay import AnswerCase
+from memsdk.gate import AnswerCase
 from memsdk.llm.base import Message
 from memsdk.policies import HeuristicManager, LLMAnswerer
-from memsdk.policies.base import Request
+from memsdk.effects import Request
 from memsdk.policies.schemas import MAX_EVIDENCE
 from memsdk.types import Op, ScoredMemory
 

@@ -7,7 +7,7 @@ QA(M, Q) is the answer term of every recipe that trains memory: Memory-R1's mana
 (`memory_r1`), Memory-R2's session reward (`memory_r2`, metric F1) and Mem-alpha's R1. The
 environment asks the questions with its frozen answerer; the scoring is all here.
 
-EM, F1 and BLEU-1 live in `memsdk.eval.scoring`, which the evaluation harness reports with,
+EM, F1 and BLEU-1 live in `memsdk.scoring`, which the evaluation harness reports with,
 so that a reward and the number reported on LoCoMo are one implementation; this module keeps
 the names the trainer imports.
 """
@@ -15,7 +15,7 @@ the names the trainer imports.
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
-from memsdk.eval.scoring import answer_tokens, bleu1, exact_match, normalize_answer, token_f1
+from memsdk.scoring import answer_tokens, bleu1, exact_match, normalize_answer, token_f1
 
 __all__ = ["Metric", "QA_METRICS", "normalize_answer", "answer_tokens", "exact_match", "token_f1", "bleu1", "mean_qa_score"]
 

@@ -1,6 +1,6 @@
 """The benchmark's questions as answerer states: what the answer path shows after a scenario.
 
-Each scenario's turns go through a client without an LLM (`memsdk.eval.replay.answer_cases`,
+Each scenario's turns go through a client without an LLM (`memsdk.gate.answer_cases`,
 the manager a trained one such as the pair manager, so superseded facts reach the answerer
 marked with when they ended), then each current- and previous-state question becomes an
 `AnswerCase` with the memories shown for it and its gold. The evidence is the turns that
@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memsdk.client.policies import rules_manager
 from memsdk.embedding.base import Embedder
 from memsdk.eval.manage.scenarios import Question, Scenario, ScenarioSplit, scenarios
-from memsdk.eval.replay import AnswerCase, answer_cases
+from memsdk.gate import AnswerCase, answer_cases
 
 __all__ = ["manage_answer_cases"]
 
@@ -35,5 +36,7 @@ def _asked(sc: Scenario, q: Question) -> _Asked:
 
 def manage_answer_cases(split: ScenarioSplit, embedder: Embedder, *, k: int, n: int | None = None, seed: int = 0, manager: str = "pairs") -> list[AnswerCase]:
     """The questions of ``n`` scenarios of ``split`` (its default size when None) with the
-    ``k`` memories the answer path shows for each; keys ``<scenario id>/q<i>``."""
-    return [c for sc in scenarios(split, n, seed=seed) for c in answer_cases(sc.id, [t.turn() for t in sc.turns], [_asked(sc, q) for q in sc.questions], embedder, k=k, manager=manager)]
+    ``k`` memories the answer path shows for each; keys ``<scenario id>/q<i>``. ``manager``
+    names a manager without an LLM (`rules_manager`)."""
+    banked = rules_manager(manager, embedder)
+    return [c for sc in scenarios(split, n, seed=seed) for c in answer_cases(sc.id, [t.turn() for t in sc.turns], [_asked(sc, q) for q in sc.questions], embedder, k=k, manager=banked)]

@@ -1,7 +1,7 @@
 """The release gate on the management benchmark: a manager serves only when it beats the one
 serving now, scenario by scenario, on the same generated conversations.
 
-Each scenario is one paired state (`memsdk.registry.gate`): its reward is the share of its
+Each scenario is one paired state (`memsdk.gate`): its reward is the share of its
 gold facts that ended as they must (`FactOutcome.passed`: a forgotten value gone from every
 tier, a superseded one out of the current view, a current one kept). Guard: the false
 deletion rate (current values no live record holds any more), which may not rise at all.
@@ -15,7 +15,7 @@ from collections import defaultdict
 
 from memsdk.errors import InvalidInput
 from memsdk.eval.manage.results import ManageReport, ScenarioResult
-from memsdk.registry.gate import GateConfig, GateDecision, Paired, SideResult, decide, paired_comparison
+from memsdk.gate import GateConfig, GateDecision, Paired, SideResult, decide, paired_comparison
 
 __all__ = ["scenario_reward", "side", "manage_gate", "per_class"]
 
@@ -47,7 +47,7 @@ def _paired_ids(candidate: ManageReport, incumbent: ManageReport) -> None:
 
 
 def manage_gate(candidate: ManageReport, incumbent: ManageReport, *, config: GateConfig = GateConfig()) -> GateDecision:
-    """The decision for ``candidate``'s manager against ``incumbent``'s (`registry.gate.decide`)."""
+    """The decision for ``candidate``'s manager against ``incumbent``'s (`memsdk.gate.decide`)."""
     _paired_ids(candidate, incumbent)
     return decide("manager", side(candidate), side(incumbent), on=f"manage-{candidate.split}", config=config)
 

@@ -27,7 +27,7 @@ from memsdk.eval.manage.results import Check, FactOutcome, ManageSummary, Rate, 
 from memsdk.eval.manage.scenarios import EVENT_CLASSES, Fact, Scenario, mentions
 from memsdk.eval.results import ConversationResult, CostSummary
 from memsdk.eval.results import _cost as locomo_cost
-from memsdk.eval.scoring import normalize_answer
+from memsdk.scoring import normalize_answer
 from memsdk.types import MemoryRecord, Tier
 
 __all__ = ["TARGETS", "fact_outcome", "fact_outcomes", "turn_checks", "answer_correct", "summarize"]

@@ -34,7 +34,7 @@ from memsdk.eval.manage.report import markdown
 from memsdk.eval.manage.results import ManageConfig, ManageReport, QuestionOutcome, RecordView, ScenarioResult
 from memsdk.eval.manage.scenarios import Question, Scenario, ScenarioSplit, scenarios
 from memsdk.eval.results import RunInfo, write_atomic
-from memsdk.eval.scoring import bleu1, exact_match, token_f1
+from memsdk.scoring import bleu1, exact_match, token_f1
 from memsdk.errors import InvalidInput
 from memsdk.eval.runner import _calls, _Tally
 from memsdk.llm.base import LLMBackend

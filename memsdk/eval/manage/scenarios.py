@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict
 from memsdk.dates import render_day
 from memsdk.eval.manage import templates as tpl
 from memsdk.eval.manage.templates import RELATIVE_DAYS, SLOTS, THIRD_PERSON_SLOTS, Split, Subject, Template, render, slot_kinds
-from memsdk.eval.scoring import normalize_answer
+from memsdk.scoring import normalize_answer
 from memsdk.types import Scope, Turn
 
 __all__ = [
@@ -83,7 +83,7 @@ SIZES: dict[str, int] = {"train": 120, "val": 40, "test": 60}
 
 def mentions(text: str, value: str) -> bool:
     """Whether ``text`` states ``value``: its normalised words appear in a row in the
-    normalised text (`memsdk.eval.scoring.normalize_answer`: case, punctuation, articles)."""
+    normalised text (`memsdk.scoring.normalize_answer`: case, punctuation, articles)."""
     needle = normalize_answer(value)
     return bool(needle) and f" {needle} " in f" {normalize_answer(text)} "
 

@@ -138,13 +138,13 @@ def test_answerer_reads_top_k_of_the_new_bank(state: MemoryState, embedder: Hash
     env.step(state, ADD_CAT)
 
     assert all(len(shown) == 2 for _, shown in answerer.seen)
-    fork = env.step(state, ADD_CAT).bank.fork(embedder)
+    fork = MemoryBank.from_snapshot(env.step(state, ADD_CAT).bank, embedder)
     assert answerer.seen[0][1] == [h.record.text for h in fork.search(SCOPE, DOG.question, limit=2)]
 
 
 def test_prompt_is_the_runtime_managers_own(state: MemoryState, embedder: HashEmbedder) -> None:
     env, backend, _ = make_env(embedder)
-    related = retrieve_related(state.bank.fork(embedder), SCOPE, state.facts, env.config.related_k)
+    related = retrieve_related(MemoryBank.from_snapshot(state.bank, embedder), SCOPE, state.facts, env.config.related_k)
 
     env.manager.decide(state.facts, related)  # what the client would send for this state
 

@@ -21,7 +21,7 @@ import torch
 from memsdk.llm.base import Choice, Completion as LLMCompletion, SamplingParams
 from memsdk.llm.inprocess import render
 from memsdk.policies import LLMAnswerer, PolicyConfig
-from memsdk.policies.base import Chat
+from memsdk.effects import Chat
 from memsdk.policies.reader import LLMReader, chunk_turns
 from memsdk.types import Scope, Turn
 from memsdk_training.advantages import grouped_advantages

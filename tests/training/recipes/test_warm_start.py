@@ -11,7 +11,7 @@ import torch
 
 from memsdk.bank import MemoryBank
 from memsdk.embedding import Embedder, HashEmbedder
-from memsdk.eval.replay import AnswerCase
+from memsdk.gate import AnswerCase
 from memsdk.policies import HeuristicManager, LLMAnswerer, LLMManager, PolicyConfig
 from memsdk.store.memory import InMemoryTransport
 from memsdk.types import Op, Scope, ScoredMemory, Turn

@@ -23,10 +23,10 @@ from datetime import datetime
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from memsdk.errors import InvalidInput
+from memsdk.errors import InvalidInput, PolicyError
 from memsdk.types import utcnow
 
-__all__ = ["GateConfig", "Paired", "Guard", "SideResult", "GateDecision", "paired_comparison", "decide", "GUARD_DIRECTIONS"]
+__all__ = ["GateFailed", "GateConfig", "Paired", "Guard", "SideResult", "GateDecision", "paired_comparison", "decide", "GUARD_DIRECTIONS"]
 
 #: guard metric -> True when a higher value is worse
 GUARD_DIRECTIONS = {"parse_failure_rate": True, "rejected_op_rate": True, "recall": False}
@@ -146,3 +146,12 @@ def decide(role: str, candidate: SideResult, incumbent: SideResult, *, on: str, 
         if not ok:
             reasons.append(f"{name} regressed from {incumbent.guards[name]:.3f} to {candidate.guards[name]:.3f} (tolerance {tolerance:.3f})")
     return GateDecision(role=role, candidate=candidate, incumbent=incumbent, on=on, paired=paired, guards=guards, passed=not reasons, reasons=reasons, config=config)
+
+
+class GateFailed(PolicyError):
+    """The release gate kept a candidate from serving; ``decision`` holds its figures. A
+    `PolicyError` of `memsdk.errors`' tree, defined beside the decision it carries."""
+
+    def __init__(self, decision: GateDecision) -> None:
+        self.decision = decision
+        super().__init__(decision.summary())

@@ -1,222 +1,57 @@
-"""The ingest and answer pipelines, written once for the sync and the async client.
+"""What one ingest does: the turn kept verbatim, forget requests and corrections applied, facts
+extracted and settled by the manager (or Mem-alpha's writer), through `MemoryBank.apply`.
 
-Each pipeline is a generator that *yields effects* (search, apply, and the policies' own
-`Chat` requests and `Call`s, yielded from their ``steps``) and receives their results; it
-does no I/O itself, and neither do the policies. `MemoryClient` runs the effects with
-blocking calls, `AsyncMemoryClient` awaits them, so the two clients cannot drift apart. An
-effect that fails is thrown back into the generator, which decides whether the failure
-costs the turn (a dead store does), only that fact, or the role's fallback decides
-instead (`decided`: a dead backend).
-
-Concurrent writers to one scope use optimistic concurrency: every UPDATE / DELETE carries
-the version of the memory it was decided on (`Op.expected_version`), and `MemoryBank.apply`
-refuses it with `Conflict` when another writer changed that memory in between. The
-pipeline then searches again and asks the manager again on the fresh memories, up to
+Ingest first writes the turn verbatim to the episodic tier, with no LLM, so whatever the
+policies do next the turn is kept; the manager then sees and changes only semantic memories.
+Concurrent writers to one scope use optimistic concurrency: every UPDATE / DELETE carries the
+version of the memory it was decided on (`Op.expected_version`), and `MemoryBank.apply`
+refuses it with `Conflict` when another writer changed that memory in between. The pipeline
+then searches again and asks the manager again on the fresh memories, up to
 `APPLY_ATTEMPTS` times; only then does the fact end in ``failures`` (never silently).
-
-Tiers (`memsdk.types.Tier`): ingest first writes the turn verbatim to the episodic tier,
-with no LLM, so whatever the policies do next the turn is kept; the manager then sees and
-changes only semantic memories. An answer is shown the scopes' core memories, then the
-semantic and episodic hits fused by reciprocal rank (`fuse`).
-
-The policies are captured once per call (`ActivePolicies`): a policy swapped in while a
-request is in flight takes effect from the next request on.
 """
 
 from __future__ import annotations
 
-import logging
-import re
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
-from memsdk.errors import Conflict, InvalidInput, MemoryNotFound, MemsdkError, PolicyError, PolicyUnavailable
-from memsdk.llm.base import Completion
+from memsdk.bank.transition import Transition
+from memsdk.dates import parse_when
+from memsdk.effects import Apply, Done, Effect, Lookup, R, Search, resume
+from memsdk.errors import Conflict, InvalidInput, MemoryNotFound, PolicyError
 from memsdk.interactions.types import AppliedOp
-from memsdk.policies import Answer, Answerer, Decision, Extraction, Extractor, Manager, PolicyCall, PolicyStats
-from memsdk.policies.base import Call, Chat, Done, Lookup, R, Steps, resume
-from memsdk.policies.base import achat
-from memsdk.policies.base import chat as run_chat
+from memsdk.pipeline.decisions import ActivePolicies, decided
+from memsdk.pipeline.retrieval import copied_turn
+from memsdk.policies import Decision, Extraction, Manager, PolicyCall, PolicyStats
 from memsdk.policies.grounding import cited_turns
 from memsdk.policies.manager import check_ops
 from memsdk.policies.supersede import Correction, Forget, classify, corrected_copy, supersede_ops
 from memsdk.policies.writer import Writer, Written
-from memsdk.bank import MemoryBank
-from memsdk.bank.transition import Transition
-from memsdk.dates import parse_when
 from memsdk.types import Actor, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn, shown_when, turn_header
 
-__all__ = ["APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "RRF_K", "Done", "episode_op", "fuse", "retrieve_steps", "with_neighbours", "resume", "ActivePolicies", "Search", "Apply", "Adjacent", "Chat", "Call", "Effect", "decided", "drive", "adrive", "related_steps", "core_steps", "applied_ops", "IngestOutcome", "WriteOutcome", "AnswerOutcome", "ingest_steps", "write_steps", "answer_steps"]
-
-
-log = logging.getLogger("memsdk.policies")
+__all__ = [
+    "APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "IngestOutcome", "WriteOutcome", "ingest_steps", "write_steps", "episode_op", "episode_ops",
+    "related_steps", "core_steps", "applied_ops",
+]  # fmt: skip
 
 #: search -> decide -> apply rounds per fact before a fact that keeps conflicting is reported
 APPLY_ATTEMPTS = 4
+
 #: who writes episodic turns (the transition lets only it and the API add them)
 INGEST_ACTOR = Actor(role="ingest")
+
 #: who applies a forget request or a correction (the only policy role that may delete a turn)
 FORGET_ACTOR = Actor(role="forget", version="rules-v1")
+
 #: memories a forget / correction looks through (hybrid search; the words must then match)
 SUPERSEDE_CANDIDATES = 100
+
 #: ... and a forget by meaning ("my phone number"): the bank's most per search (`BankLimits`);
 #: a scope larger than that can keep a match beyond it (README, "What is true now")
 MEANING_CANDIDATES = 1000
-#: reciprocal-rank constant of the tier fusion: score = sum over lists of w / (RRF_K + rank)
-RRF_K = 60
-#: the semantic list's weight in that fusion (the episodic list's is 1): a fact must rank a
-#: little higher than a turn to go before it, so the turns a plain RAG shows keep their place
-#: and a weak policy's facts cannot push them out of the top (tuned on LoCoMo val: 1.0 cost
-#: recall@10 against raw turns, .8 did not; see the README's tier figures)
-FACT_WEIGHT = 0.8
-#: a question that names one scope's owner gets that scope's best NAMED_SHARE of the hits; the
-#: other scopes' join it at NAMED_OTHERS_WEIGHT in the fusion: a question about Caroline is
-#: mostly answered by what Caroline said (LoCoMo, heuristic tiers, turns indexed after their
-#: context with its speaker header, as first measured: train / val recall@30 .841 -> .851 and
-#: .877 -> .892, @60 .903 -> .939 and .917 -> .927)
-NAMED_SHARE = 2 / 3
-NAMED_OTHERS_WEIGHT = 0.5
-#: a superseded memory's fused score is multiplied by this: what is true now goes first, and
-#: what was true before stays in reach for "where did she live before?" (marked with its end
-#: by `MemoryRecord.render`). LoCoMo val with the pair manager (27 memories retired), recall
-#: @10/30/60: .5 .732 / .818 / .906, .8 .787 / .886 / .951, 1 .783 / .886 / .951: most
-#: LoCoMo questions are about what was said when, and a wrong retirement at .5 costs its turn
-#: the top of the list
-SUPERSEDED_WEIGHT = 0.8
-#: the last NEIGHBOUR_SHARE of the answer's k go to the turns said around its best
-#: NEIGHBOURS_OF episodic hits, NEIGHBOUR_SPAN turns each way, in conversation order (the
-#: next turn, the one before, then the second next, ...): the answer to "what did Caroline
-#: say about the support group?" is often the reply after the turn that matches (LoCoMo,
-#: heuristic tiers + hybrid, recall@60 train / val .926 -> .939 and .908 -> .945, @10 and
-#: @30 unchanged; at k 30, @30 .884 -> .882 and .847 -> .894; spans of 1 and other shares
-#: measured lower)
-NEIGHBOUR_SHARE = 1 / 3
-NEIGHBOURS_OF = 10
-NEIGHBOUR_SPAN = 2
-
-
-@dataclass(frozen=True)
-class ActivePolicies:
-    extractor: Extractor
-    manager: Manager
-    answerer: Answerer
-    versions: dict[str, str]
-    #: set: ingest runs Mem-alpha's writer (`write_steps`) instead of extractor + manager
-    writer: Writer | None = None
-    #: the memories per question the serving answerer version was trained at; None: the client's answer_k
-    answer_k: int | None = None
-
-
-@dataclass(frozen=True)
-class Search:
-    """The top ``limit_each`` live memories of each scope for ``query`` (of one tier, or all)."""
-
-    scopes: Sequence[Scope]
-    query: str
-    limit_each: int
-    tier: Tier | None = None
-    hybrid: bool = False
-
-
-@dataclass(frozen=True)
-class Apply:
-    scope: Scope
-    ops: Sequence[Op]
-    actor: Actor
-
-
-@dataclass(frozen=True)
-class Adjacent:
-    """The live episodic turns of ``scopes`` said right before or after one of ``records``
-    (`MemoryBank.adjacent` of each scope)."""
-
-    scopes: Sequence[Scope]
-    records: Sequence[MemoryRecord]
-
-
-#: a `Lookup` (DeltaMem's search) never reaches a client: `_with_lookups` turns it into a `Search`
-Effect = Search | Apply | Adjacent | Chat | Call | Lookup
-
-
-def decided(policy: Any, method: str, *args: Any, **kw: Any) -> Steps[Any]:
-    """A policy's decision as effects, with the role's fallback: an LLM policy's ``steps``
-    (its `Chat` requests), a policy without a model called as it is (``method``). When the
-    backend is unavailable (`PolicyUnavailable`, after the backend's own retries) and the
-    policy has a ``fallback``, the fallback decides instead, and the result says
-    ``fallback=True`` so the log shows the degraded decision; without one it propagates."""
-    try:
-        return (yield from _steps_of(policy, method, *args, **kw))
-    except PolicyUnavailable as exc:
-        fallback = getattr(policy, "fallback", None)
-        if fallback is None:
-            raise
-        policy.stats.add("fallbacks")
-        log.warning("%s backend unavailable, using %s: %s", policy.role, type(fallback).__name__, exc)
-    result = yield from _steps_of(fallback, method, *args, **kw)
-    result.fallback = True
-    return result
-
-
-def _steps_of(policy: Any, method: str, *args: Any, **kw: Any) -> Steps[Any]:
-    if callable(steps := getattr(policy, "steps", None)):
-        return (yield from steps(*args, **kw))
-    # a built-in policy without a model (the heuristics): quick and pure, so the async client
-    # runs it in place; a `Call` all the same, so its time is the policy stage's, as an LLM's is
-    decide = getattr(policy, method)
-    return (yield Call(decide, args, kw, afn=_in_place(decide)))
-
-
-def _in_place(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
-    async def call(*args: Any, **kw: Any) -> Any:
-        return fn(*args, **kw)
-
-    return call
-
-
-def _on_bank(step: Effect, bank: MemoryBank) -> Any:
-    """A `Search`, `Adjacent`, `Apply` or `Call` effect run against ``bank`` in place (no client)."""
-    if isinstance(step, Search):
-        return [h for scope in step.scopes for h in bank.search(scope, step.query, limit=step.limit_each, tier=step.tier, hybrid=step.hybrid)]
-    if isinstance(step, Adjacent):
-        return [r for scope in step.scopes for r in bank.adjacent(scope, step.records)]
-    if isinstance(step, Apply):
-        return bank.apply(step.scope, step.ops, actor=step.actor)
-    if isinstance(step, Call):
-        return step.fn(*step.args, **step.kwargs)
-    raise TypeError(f"unknown effect {step!r}")
-
-
-def drive(steps: Generator[Effect, Any, R], bank: MemoryBank, chat: Callable[[Chat], Completion] = run_chat) -> R:
-    """Run a pipeline against ``bank`` with blocking calls and no client, as `MemoryClient`
-    runs it (a failed effect is thrown back into the pipeline): what the trainers and the
-    release gate use over a forked bank. ``chat`` answers the policies' `Chat` requests (a
-    trainer samples them from the policy it trains); a `Call` runs in place."""
-    step = resume(steps)
-    while not isinstance(step, Done):
-        try:
-            result = chat(step) if isinstance(step, Chat) else _on_bank(step, bank)
-        except MemsdkError as exc:
-            step = resume(steps, error=exc)
-            continue
-        step = resume(steps, result)
-    return step.value
-
-
-async def adrive(steps: Generator[Effect, Any, R], bank: MemoryBank) -> R:
-    """`drive` with the `Chat` requests awaited on their async backends (`AsyncMemoryClient`'s
-    gate); the bank's effects are quick in-memory work on a fork and run in place."""
-    step = resume(steps)
-    while not isinstance(step, Done):
-        try:
-            result = await achat(step) if isinstance(step, Chat) else _on_bank(step, bank)
-        except MemsdkError as exc:
-            step = resume(steps, error=exc)
-            continue
-        step = resume(steps, result)
-    return step.value
 
 
 @dataclass
@@ -237,12 +72,6 @@ class WriteOutcome(IngestOutcome):
 
     executed: list[bool] = field(default_factory=list)
     episodic_ids: list[uuid.UUID] = field(default_factory=list)
-
-
-@dataclass
-class AnswerOutcome:
-    answer: Answer
-    shown: list[ScoredMemory]
 
 
 #: a turn is indexed with the one before it unless both are dated and further apart than
@@ -274,8 +103,6 @@ def episode_op(turn: Turn, previous: Turn | None = None) -> Op:
             context = previous.text
     header = turn_header(previous.speaker, shown_when(previous)) if context is not None and previous is not None else None
     return Op.add(turn.text, tier=Tier.EPISODIC, speaker=turn.speaker, occurred_at=when, source_turn_ids=turn_ids, metadata=raw, context=context, context_header=header)
-
-
 
 
 def episode_ops(chunk: Sequence[Turn], context: Sequence[Turn]) -> list[Op]:
@@ -394,7 +221,7 @@ def _retire_copied_turns(transition: Transition, scope: Scope, by: MemoryRecord 
         if change.op is not OpType.RETIRE or old is None or old.tier is not Tier.SEMANTIC:
             continue
         hits: list[ScoredMemory] = yield Search([scope], old.text[:2000], 3, Tier.EPISODIC)
-        turn = _copied(old.text, [h.record for h in hits if h.record.current and h.record.source_turn_ids == old.source_turn_ids])
+        turn = copied_turn(old.text, [h.record for h in hits if h.record.current and h.record.source_turn_ids == old.source_turn_ids])
         if turn is None:
             continue
         try:
@@ -576,142 +403,3 @@ def core_steps(scope: Scope, text: str, actor: Actor) -> Generator[Effect, Any, 
         op = Op.add(text, tier=Tier.CORE)
     transition: Transition = yield Apply(scope, [op], actor)
     return transition
-
-
-def fuse(lists: Sequence[Sequence[ScoredMemory]], limit: int, k: int = RRF_K, weights: Sequence[float] | None = None) -> list[ScoredMemory]:
-    """Reciprocal-rank fusion: score(m) = sum over the lists m is in of w_list / (k + rank),
-    rank 0-based, w 1 unless ``weights`` says, times `SUPERSEDED_WEIGHT` for a memory no longer
-    true; the best ``limit``, with the fused score. A semantic fact that is only a copy of
-    one candidate turn (the heuristic extractor's "Speaker (on date): <turn>") is one item
-    with it: the turn is shown, unless the fact is superseded, which the turn does not say;
-    then the fact is shown (`MemoryRecord.render` marks its end) and takes the turn's ranks."""
-    turns: dict[tuple[str, tuple[str, ...]], list[MemoryRecord]] = {}
-    for hits in lists:
-        for m in hits:
-            if m.record.tier is Tier.EPISODIC:
-                turns.setdefault((m.record.scope.key, m.record.source_turn_ids), []).append(m.record)
-    dropped: set[uuid.UUID] = set()  # facts shown as the turn they copy
-    into: dict[uuid.UUID, ScoredMemory] = {}  # turns shown as the superseded fact that copies them
-    for hits in lists:
-        for m in hits:
-            if m.record.tier is Tier.SEMANTIC and (copied := _copied(m.record.text, turns.get((m.record.scope.key, m.record.source_turn_ids), ()))):
-                if m.record.superseded:
-                    into[copied.id] = m
-                else:
-                    dropped.add(m.record.id)
-    scores: dict[uuid.UUID, float] = {}
-    found: dict[uuid.UUID, ScoredMemory] = {}
-    for hits, weight in zip(lists, weights or [1.0] * len(lists)):
-        for rank, m in enumerate(hits):
-            if m.record.id in dropped:
-                continue
-            m = into.get(m.record.id, m)
-            scores[m.record.id] = scores.get(m.record.id, 0.0) + weight / (k + rank)
-            found[m.record.id] = m
-    for i in scores:
-        scores[i] *= SUPERSEDED_WEIGHT if found[i].record.superseded else 1.0
-    best = sorted(scores, key=lambda i: -scores[i])[:limit]
-    return [ScoredMemory(record=found[i].record, score=scores[i]) for i in best]
-
-
-def _copied(fact: str, turns: Sequence[MemoryRecord]) -> MemoryRecord | None:
-    """The one of ``turns`` that ``fact`` is behind a header, not a merge of several ("a; b")."""
-    return next((t for t in turns if fact.endswith(t.text) and ";" not in fact[: len(fact) - len(t.text)]), None)
-
-
-def retrieve_steps(question: str, scopes: Sequence[Scope], k: int, *, tiers: bool = True, hybrid: bool = True) -> Generator[Effect, Any, list[ScoredMemory]]:
-    """What an answer is shown: each scope's core memory, then the best ``k`` of the semantic
-    and episodic hits, the two tiers fused by rank (`FACT_WEIGHT`). Each tier's hits are
-    ``k / len(scopes)`` per scope merged by score, as Memory-R1 takes 30 per speaker, unless
-    the question names exactly one scope's owner (`named_scope`): that scope then gets
-    `NAMED_SHARE` of ``k`` and the others the rest. Without tiers: the top ``k / len(scopes)``
-    per scope by score. ``hybrid``: each tier's search is dense + BM25 (`MemoryBank.search`)."""
-    each = max(1, k // len(scopes))
-    if not tiers:
-        hits: list[ScoredMemory] = yield Search(scopes, question, each, hybrid=hybrid)
-        return sorted(hits, key=lambda h: -h.score)
-    named = named_scope(question, scopes)
-    core: list[ScoredMemory] = yield Search(scopes, question, 1, Tier.CORE)
-    lists = []
-    for tier in (Tier.SEMANTIC, Tier.EPISODIC):
-        if named is None:
-            found: list[ScoredMemory] = yield Search(scopes, question, each, tier, hybrid=hybrid)
-            # scopes merged by score within a tier: one list per tier per scope would give the
-            # speaker the question is not about half of the top (LoCoMo val recall@10 .47 vs .57)
-            lists.append(sorted(found, key=lambda h: -h.score))
-            continue
-        share = max(1, round(k * NAMED_SHARE))
-        found = yield Search(scopes, question, share, tier, hybrid=hybrid)
-        own = sorted((h for h in found if h.record.scope == named), key=lambda h: -h.score)
-        rest = max(1, (k - share) // max(1, len(scopes) - 1))
-        others = sorted((h for h in found if h.record.scope != named), key=lambda h: -h.score)
-        others = [h for s in scopes if s != named for h in [o for o in others if o.record.scope == s][:rest]]
-        lists.append(fuse([own, sorted(others, key=lambda h: -h.score)], k, weights=(1.0, NAMED_OTHERS_WEIGHT)))
-    ranked = fuse(lists, k, weights=(FACT_WEIGHT, 1.0))
-    return core + (yield from with_neighbours(ranked, scopes, k))
-
-
-def with_neighbours(ranked: Sequence[ScoredMemory], scopes: Sequence[Scope], k: int) -> Generator[Effect, Any, list[ScoredMemory]]:
-    """``ranked``'s first k - `NEIGHBOUR_SHARE` of ``k``, then the turns said around its best
-    `NEIGHBOURS_OF` episodic hits (`next_turn`, `previous_turn`; each with the score of the hit it sits by),
-    then the rest of ``ranked``: the best ``k``, each memory once (a turn also once with the
-    fact that copies it)."""
-    anchors = [h for h in ranked[:NEIGHBOURS_OF] if h.record.tier is Tier.EPISODIC]
-    keep = k - int(k * NEIGHBOUR_SHARE)
-    if not anchors or keep >= k:
-        return list(ranked[:k])
-    # the n-th turn after and before each anchor; one effect per hop
-    ends: dict[uuid.UUID, tuple[MemoryRecord | None, MemoryRecord | None]] = {h.record.id: (h.record, h.record) for h in anchors}
-    around: dict[uuid.UUID, list[MemoryRecord]] = {a: [] for a in ends}
-    for _ in range(NEIGHBOUR_SPAN):
-        if not (asked := [r for pair in ends.values() for r in pair if r is not None]):
-            break
-        turns: list[MemoryRecord] = yield Adjacent(scopes, asked)
-        for anchor, (after, before) in ends.items():
-            ends[anchor] = (None if after is None else next_turn(after, turns), None if before is None else previous_turn(before, turns))
-            around[anchor] += [r for r in ends[anchor] if r is not None]
-    score = {h.record.id: h.score for h in anchors}
-    # a turn shown already as the superseded fact that copies it (`fuse`) is not shown twice
-    copies = {(h.record.scope.key, h.record.source_turn_ids): h.record for h in ranked if h.record.tier is Tier.SEMANTIC}
-    near = [
-        ScoredMemory(record=r, score=score[a]) for a in around for r in around[a]
-        if not ((copy := copies.get((r.scope.key, r.source_turn_ids))) is not None and _copied(copy.text, [r]))
-    ]
-    shown: dict[uuid.UUID, ScoredMemory] = {}
-    for hit in [*ranked[:keep], *near, *ranked[keep:]]:
-        shown.setdefault(hit.record.id, hit)
-    return list(shown.values())[:k]
-
-
-def next_turn(record: MemoryRecord, turns: Sequence[MemoryRecord]) -> MemoryRecord | None:
-    """The turn of ``turns`` said right after ``record``: indexed after its text
-    (`MemoryRecord.context_hash`), the first stored after it when the text repeats."""
-    later = [t for t in turns if t.context_hash == record.content_hash and t.id != record.id and t.created_at >= record.created_at]
-    return min(later, key=lambda t: t.created_at, default=None)
-
-
-def previous_turn(record: MemoryRecord, turns: Sequence[MemoryRecord]) -> MemoryRecord | None:
-    """The turn of ``turns`` that ``record`` was indexed after, the last stored before it
-    when its text repeats."""
-    if record.context_hash is None:
-        return None
-    earlier = [t for t in turns if t.content_hash == record.context_hash and t.id != record.id and t.created_at <= record.created_at]
-    return max(earlier, key=lambda t: t.created_at, default=None)
-
-
-def named_scope(question: str, scopes: Sequence[Scope]) -> Scope | None:
-    """The one scope among several whose ``user_id`` or ``agent_id`` the question names as a
-    word ("What did Caroline research?" of the scopes Caroline and Melanie), else None (no
-    scope named, or more than one)."""
-    if len(scopes) < 2:
-        return None
-    words = set(re.findall(r"\w+", question.casefold()))
-    named = [s for s in scopes if any(i and len(i) > 1 and i.casefold() in words for i in (s.user_id, s.agent_id))]
-    return named[0] if len(named) == 1 else None
-
-
-def answer_steps(question: str, scopes: Sequence[Scope], policies: ActivePolicies, answer_k: int, *, tiers: bool = True, hybrid: bool = True) -> Generator[Effect, Any, AnswerOutcome]:
-    """`retrieve_steps`, then the answerer."""
-    shown = yield from retrieve_steps(question, scopes, answer_k, tiers=tiers, hybrid=hybrid)
-    answer: Answer = yield from decided(policies.answerer, "answer", question, shown)
-    return AnswerOutcome(answer, shown)
