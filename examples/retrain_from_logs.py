@@ -64,7 +64,7 @@ def main() -> None:
         client.ingest(CONVERSATION, scope=scope, progress=False)
         for question, gold in QUESTIONS:
             answer = client.answer(question, scope=scope)
-            client.feedback(answer.answer_id, gold=gold)
+            client.feedback(answer.trajectory_id, gold=gold)
             print(f"1. {question!r}: {answer.text!r} (gold {gold!r})")
         result = retrain(client, RetrainConfig(role=args.role, steps=args.steps, version=f"from-logs-{int(time.time())}"))
         print(f"2. trained the {args.role} on {result.train_states} states, {result.held_out_states} held out for the gate: {result.training}")

@@ -1,80 +1,47 @@
 """memsdk: agent memory whose decisions are made by trained, hot-swappable policies.
 
+The names here are what an app uses: the clients, their configuration, what their calls
+return, the records they hold, and the errors worth catching. Everything else stays
+importable from its subpackage: the bank (`memsdk.bank.MemoryBank`, `BankSnapshot`), the
+stores (`memsdk.store`), the embedders (`memsdk.embedding`), ops and actors
+(`memsdk.types`), the release gate (`memsdk.gate`) and every error (`memsdk.errors`).
+
 Importing memsdk is cheap: torch, sentence-transformers, transformers and qdrant-client
 are imported only when a model or a server-backed store is first used.
 """
 
 from memsdk._version import __version__
-from memsdk.bank import BankLimits, BankSnapshot, MemoryBank, Transition
-from memsdk.client import AnswerResult, AsyncMemoryClient, IngestResult, MemoryClient, PolicyInfo
+from memsdk.client import AnswerResult, AsyncMemoryClient, IngestResult, MemoryClient, PolicyInfo, ReadResult
 from memsdk.config import ClientConfig
+from memsdk.errors import BackendError, Conflict, InvalidInput, MemoryNotFound, MemsdkError, PolicyError, PolicyUnavailable, StoreLocked
+from memsdk.gate import GateDecision, GateFailed
 from memsdk.policies.spec import LLMSpec
-from memsdk.embedding import Embedder, HashEmbedder, SentenceTransformerEmbedder
-from memsdk.errors import (
-    ClientClosed,
-    Conflict,
-    DatasetNotFound,
-    EmbedderError,
-    ImportConflict,
-    InvalidInput,
-    MemoryNotFound,
-    MemsdkError,
-    NotAuthorized,
-    PolicyError,
-    PolicyUnavailable,
-    ScopeRequired,
-    StoreError,
-    StoreLocked,
-    StoreUnavailable,
-)
-from memsdk.gate import GateFailed
-from memsdk.store import InMemoryTransport, StoreTransport, open_transport
-from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn
-
+from memsdk.types import HistoryEvent, MemoryRecord, Scope, ScoredMemory, Tier, Turn
 
 __all__ = [
-    "API_ACTOR",
-    "Actor",
     "AnswerResult",
     "AsyncMemoryClient",
-    "BankLimits",
-    "BankSnapshot",
-    "ClientClosed",
+    "BackendError",
     "ClientConfig",
     "Conflict",
-    "DatasetNotFound",
-    "Embedder",
-    "EmbedderError",
-    "EventType",
+    "GateDecision",
     "GateFailed",
-    "HashEmbedder",
     "HistoryEvent",
-    "ImportConflict",
-    "InMemoryTransport",
     "IngestResult",
     "InvalidInput",
     "LLMSpec",
-    "MemoryBank",
     "MemoryClient",
     "MemoryNotFound",
     "MemoryRecord",
     "MemsdkError",
-    "NotAuthorized",
-    "Op",
-    "OpType",
     "PolicyError",
     "PolicyInfo",
     "PolicyUnavailable",
+    "ReadResult",
     "Scope",
-    "ScopeRequired",
     "ScoredMemory",
-    "SentenceTransformerEmbedder",
-    "StoreError",
     "StoreLocked",
-    "StoreTransport",
-    "StoreUnavailable",
     "Tier",
-    "Transition",
     "Turn",
-    "open_transport",
+    "__version__",
 ]

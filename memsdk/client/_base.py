@@ -412,7 +412,7 @@ class BaseClient(Generic[B]):
             timings,
         )
         return AnswerResult(
-            answer_id=trajectory.id,
+            trajectory_id=trajectory.id,
             text=a.text,
             evidence=a.evidence,
             retrieved=len(outcome.shown),
@@ -523,10 +523,10 @@ class BaseClient(Generic[B]):
                 recent.clear()
                 recent.extend(kept)
 
-    def _feedback(self, answer_id: uuid.UUID | str, correct: bool | None, gold: str | None) -> None:
+    def _feedback(self, trajectory_id: uuid.UUID | str, correct: bool | None, gold: str | None) -> None:
         if self.log is None:
             raise PolicyError("feedback needs the interaction log, which is turned off (log_interactions=False)")
-        self.log.add_feedback(answer_id, correct=correct, gold=gold)
+        self.log.add_feedback(trajectory_id, correct=correct, gold=gold)
 
     def _history(self, scope: ScopeLike, memory_id: uuid.UUID | str | None) -> list[HistoryEvent]:
         return self.bank.history(scope, memory_id)

@@ -125,9 +125,9 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
             outcome = await self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
             return await asyncio.to_thread(self._answer_result, question, scopes, active, outcome, started, timings)
 
-    async def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
+    async def feedback(self, trajectory_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
         self._check_open()
-        await asyncio.to_thread(self._feedback, answer_id, correct, gold)
+        await asyncio.to_thread(self._feedback, trajectory_id, correct, gold)
 
     # -- direct memory access ------------------------------------------------------------------
 

@@ -196,8 +196,8 @@ class _Plans:
         return _Plan("POST", "/v1/search", lambda r: _SCORED.validate_python(r.json()), json={"query": query, "scope": _scope(scope), "limit": limit, "tier": _tier(tier), "hybrid": hybrid})
 
     @staticmethod
-    def feedback(answer_id: uuid.UUID | str, correct: bool | None, gold: str | None) -> _Plan[None]:
-        return _Plan("POST", "/v1/feedback", _nothing, json={"answer_id": str(answer_id), "correct": correct, "gold": gold}, memory_id=str(answer_id))
+    def feedback(trajectory_id: uuid.UUID | str, correct: bool | None, gold: str | None) -> _Plan[None]:
+        return _Plan("POST", "/v1/feedback", _nothing, json={"trajectory_id": str(trajectory_id), "correct": correct, "gold": gold}, memory_id=str(trajectory_id))
 
     @staticmethod
     def get(memory_id: uuid.UUID | str, scope: Any) -> _Plan[MemoryRecord]:
@@ -439,8 +439,8 @@ class RemoteMemoryClient(_ServerOwned, MemoryClient):  # type: ignore[misc]
     def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:
         return self._send(_Plans.answer(question, scope))
 
-    def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
-        self._send(_Plans.feedback(answer_id, correct, gold))
+    def feedback(self, trajectory_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
+        self._send(_Plans.feedback(trajectory_id, correct, gold))
 
     def search(self, query: str, *, scope: ScopeLike, limit: int = 10, tier: Tier | str | None = None, hybrid: bool = False) -> builtins.list[ScoredMemory]:
         return self._send(_Plans.search(query, scope, limit, tier, hybrid))
@@ -544,8 +544,8 @@ class AsyncRemoteMemoryClient(_ServerOwned, AsyncMemoryClient):  # type: ignore[
     async def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:
         return await self._send(_Plans.answer(question, scope))
 
-    async def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
-        await self._send(_Plans.feedback(answer_id, correct, gold))
+    async def feedback(self, trajectory_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
+        await self._send(_Plans.feedback(trajectory_id, correct, gold))
 
     async def search(self, query: str, *, scope: ScopeLike, limit: int = 10, tier: Tier | str | None = None, hybrid: bool = False) -> builtins.list[ScoredMemory]:
         return await self._send(_Plans.search(query, scope, limit, tier, hybrid))

@@ -52,11 +52,11 @@ class ReadResult(BaseModel):
 
 class AnswerResult(BaseModel):
     """An answer, the memories it used as evidence, what it cost and the policy versions that
-    served; ``answer_id`` is what `feedback` takes."""
+    served; ``trajectory_id`` is what `feedback` takes."""
 
     model_config = ConfigDict(frozen=True)
 
-    answer_id: uuid.UUID = Field(description="Pass to feedback() to attach a reward to this answer.")
+    trajectory_id: uuid.UUID = Field(description="Pass to feedback() to attach a reward to this answer.")
     text: str
     evidence: list[MemoryRecord] = Field(description="The memories the answerer said it relied on.")
     retrieved: int = Field(description="How many memories the answerer was shown.")

@@ -130,10 +130,10 @@ class MemoryClient(BaseClient[LoRABackend]):
             outcome = self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
             return self._answer_result(question, scopes, active, outcome, started, timings)
 
-    def feedback(self, answer_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
+    def feedback(self, trajectory_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
         """Attach a reward signal to a logged answer (the trainer reads it back)."""
         self._check_open()
-        self._feedback(answer_id, correct, gold)
+        self._feedback(trajectory_id, correct, gold)
 
     # -- direct memory access ------------------------------------------------------------------
 

@@ -88,6 +88,10 @@ class SideResult(BaseModel):
 
 
 class GateDecision(BaseModel):
+    """What the release gate decided for ``candidate`` against ``incumbent`` on the states
+    ``on``, with the figures it decided on (`paired`, `guards`) and, when it failed, why
+    (`reasons`). `evaluate_policy` returns it and writes it beside the candidate's manifest."""
+
     model_config = ConfigDict(frozen=True)
 
     role: str
@@ -102,6 +106,7 @@ class GateDecision(BaseModel):
     decided_at: datetime = Field(default_factory=utcnow)
 
     def summary(self) -> str:
+        """One line: the verdict, both means, the paired difference with its interval, win / tie / loss."""
         p = self.paired
         verdict = "PASS" if self.passed else "FAIL"
         return (

@@ -101,7 +101,7 @@ class InteractionLog:
         try:
             tid = uuid.UUID(str(trajectory_id))
         except ValueError:
-            raise InvalidInput("answer_id", f"{trajectory_id!r} is not an answer id") from None
+            raise InvalidInput("trajectory_id", f"{trajectory_id!r} is not an answer id") from None
         try:
             fb = Feedback(trajectory_id=tid, correct=correct, gold=gold)
         except ValidationError as exc:
@@ -109,7 +109,7 @@ class InteractionLog:
         with self._lock:
             row = self._db.execute("SELECT kind FROM trajectories WHERE id = ?", (str(tid),)).fetchone()
             if row is None or row[0] != "answer":
-                raise MemoryNotFound(tid, field="answer_id")
+                raise MemoryNotFound(tid, field="trajectory_id")
             self._db.execute("INSERT INTO feedback (trajectory_id, body) VALUES (?, ?)", (str(tid), fb.model_dump_json()))
         return fb
 

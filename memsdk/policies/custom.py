@@ -264,7 +264,7 @@ class PluggedManager(_Plugged[Decision]):
         elif isinstance(value, (list, tuple)):
             ops = value
         else:
-            raise self._wrong("a result", value, "a list of memsdk.Op (or dicts of their fields)")
+            raise self._wrong("a result", value, "a list of memsdk.types.Op (or dicts of their fields)")
         checked = []
         for i, op in enumerate(ops):
             try:

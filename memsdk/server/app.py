@@ -17,7 +17,7 @@ The API mirrors the client (`MemoryClient`), under ``/v1/``:
     POST   /v1/erase                       {"scope"}: gone for good
     POST   /v1/export                      {"scope"} -> application/x-ndjson, streamed
     POST   /v1/import?user_id=...          an export's lines as the body
-    POST   /v1/feedback                    {"answer_id", "correct", "gold"}
+    POST   /v1/feedback                    {"trajectory_id", "correct", "gold"}
     GET    /v1/policies                    the versions serving (/v1/policies/stats: failure counters)
     POST   /v1/read                        {"source", "scope", "budget_tokens", "chunk_tokens"}
     GET    /v1/scopes, /v1/limits          the tenant's scopes, the bank's limits
@@ -174,7 +174,7 @@ class ApplyIn(_Body):
 
 
 class FeedbackIn(_Body):
-    answer_id: uuid.UUID
+    trajectory_id: uuid.UUID
     correct: bool | None = None
     gold: str | None = None
 
@@ -223,7 +223,7 @@ def problem(status: int, title: str, detail: str, *, field: str | None = None, h
 def _error_reply(exc: MemsdkError) -> JSONResponse:
     status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
     if isinstance(exc, MemoryNotFound):  # the same words for another tenant's id as for none, whichever call
-        which = exc.field if exc.field in ("answer_id", "ticket") else "memory_id"
+        which = exc.field if exc.field in ("trajectory_id", "ticket") else "memory_id"
         return problem(404, "MemoryNotFound", f"no such {which.removesuffix('_id')} in this scope", field=which)
     field, reason = getattr(exc, "field", None), getattr(exc, "reason", None)
     decision = exc.decision.model_dump(mode="json") if isinstance(exc, GateFailed) else None
@@ -566,10 +566,10 @@ def create_app(
     @app.post("/v1/feedback", tags=["memory"], status_code=204)
     def feedback(who: Who, body: FeedbackIn) -> Response:
         """A reward for a logged answer of this tenant's."""
-        owned = client.log.scope_keys(body.answer_id) if client.log is not None else []
+        owned = client.log.scope_keys(body.trajectory_id) if client.log is not None else []
         if not owned or not all(_in_tenant(who.name, key) for key in owned):
-            raise MemoryNotFound(body.answer_id, field="answer_id")
-        client.feedback(body.answer_id, correct=body.correct, gold=body.gold)
+            raise MemoryNotFound(body.trajectory_id, field="trajectory_id")
+        client.feedback(body.trajectory_id, correct=body.correct, gold=body.gold)
         return Response(status_code=204)
 
     # -- policies ----------------------------------------------------------------------------

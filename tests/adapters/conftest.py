@@ -18,7 +18,8 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import BaseMessage  # noqa: E402
 from pydantic import Field  # noqa: E402
 
-from memsdk import AsyncMemoryClient, MemoryBank, MemoryClient  # noqa: E402
+from memsdk import AsyncMemoryClient, MemoryClient
+from memsdk.bank import MemoryBank
 from memsdk.embedding import HashEmbedder  # noqa: E402
 
 ALICE = {"user_id": "alice"}

@@ -7,7 +7,8 @@ import inspect
 
 import pytest
 
-from memsdk import AsyncMemoryClient, ClientClosed, MemoryClient
+from memsdk import AsyncMemoryClient, MemoryClient
+from memsdk.errors import ClientClosed
 from memsdk.embedding import HashEmbedder
 
 from .conftest import CAROLINE, MELANIE
@@ -36,7 +37,7 @@ def test_async_client_end_to_end(tmp_path) -> None:
             assert len(await client.list(scope=CAROLINE, tier="semantic")) == 5 and len(await client.list(scope=MELANIE, tier="episodic")) == 5
             answer = await client.answer("Who is painting sunsets?", scope=[CAROLINE, MELANIE])
             assert answer.retrieved == 10 and answer.evidence[0].scope.user_id == "caroline"
-            await client.feedback(answer.answer_id, correct=True)
+            await client.feedback(answer.trajectory_id, correct=True)
             rec = await client.add("Likes tea", scope=CAROLINE)
             await client.delete(rec.id, scope=CAROLINE)
             await client.restore(rec.id, scope=CAROLINE)

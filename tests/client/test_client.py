@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from memsdk import ClientClosed, InvalidInput, MemoryNotFound, ScopeRequired, StoreLocked, Turn
+from memsdk import InvalidInput, MemoryNotFound, StoreLocked, Turn
+from memsdk.errors import ClientClosed, ScopeRequired
 from memsdk.interactions import InteractionLog
 
 from memsdk import MemoryClient
@@ -44,7 +45,7 @@ def test_ingest_answer_feedback_restart(make_client, tmp_path) -> None:
     answer = client.answer("What did Caroline want to study?", scope=[CAROLINE, MELANIE])
     assert answer.retrieved == 3 and "counseling" in answer.text
     assert answer.evidence[0].source_turn_ids == ("D1:3",)
-    client.feedback(answer.answer_id, correct=True, gold="counseling and mental health")
+    client.feedback(answer.trajectory_id, correct=True, gold="counseling and mental health")
     client.close()
 
     reopened = make_client()
@@ -294,7 +295,7 @@ def test_log_survives_a_crash_mid_write(tmp_path) -> None:
 
 
 def test_close_leaves_what_was_injected_to_its_owner(tmp_path) -> None:
-    from memsdk import MemoryBank
+    from memsdk.bank import MemoryBank
 
     embedder = HashEmbedder(64)
     bank = MemoryBank.open(":memory:", embedder=embedder)

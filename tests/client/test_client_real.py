@@ -48,7 +48,7 @@ def run_conversation(client: MemoryClient) -> None:
     answer = client.answer("What does Caroline want to work in?", scope=SPEAKERS)
     print("answer:", answer.text, [e.text for e in answer.evidence])
     assert isinstance(answer.text, str) and answer.text and answer.retrieved > 0
-    client.feedback(answer.answer_id, gold="mental health")
+    client.feedback(answer.trajectory_id, gold="mental health")
     assert_nothing_lost_without_history(client)
 
 

@@ -152,9 +152,9 @@ def test_the_log_replays_the_answers_users_judged_as_they_were_shown(gated) -> N
     judged = []
     for i in range(6):
         a = client.answer(f"what is the name of Sam's dog ({i})?", scope=sam)
-        client.feedback(a.answer_id, gold="answerer-good")
-        judged.append(a.answer_id)
-    client.feedback(client.answer("anything else?", scope=sam).answer_id, correct=False)
+        client.feedback(a.trajectory_id, gold="answerer-good")
+        judged.append(a.trajectory_id)
+    client.feedback(client.answer("anything else?", scope=sam).trajectory_id, correct=False)
     client.update(dog.id, "Sam has a cat named Tom", scope=sam)  # after the answers: no state changes
     client.delete(dog.id, scope=sam)
 

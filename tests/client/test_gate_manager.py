@@ -77,7 +77,7 @@ def judged_traffic(client) -> None:
     for text, _, _ in TURNS:
         client.ingest({"speaker": "Caroline", "text": text}, scope=SCOPE)
     for _, question, fact in TURNS:
-        client.feedback(client.answer(question, scope=SCOPE).answer_id, gold=fact)
+        client.feedback(client.answer(question, scope=SCOPE).trajectory_id, gold=fact)
 
 
 @pytest.fixture
@@ -154,7 +154,7 @@ def test_the_async_twin_gates_the_manager_the_same_way(tmp_path) -> None:
             for text, _, _ in TURNS:
                 await client.ingest({"speaker": "Caroline", "text": text}, scope=SCOPE)
             for _, question, fact in TURNS:
-                await client.feedback((await client.answer(question, scope=SCOPE)).answer_id, gold=fact)
+                await client.feedback((await client.answer(question, scope=SCOPE)).trajectory_id, gold=fact)
             with pytest.raises(GateFailed):
                 await client.promote("manager", "bad", on="log")
             decision = await client.promote("manager", "good", on="log")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memsdk import Actor
+from memsdk.types import Actor
 from memsdk.bank import MemoryBank
 from memsdk.effects import Runner
 from memsdk.pipeline.ingest import episode_ops

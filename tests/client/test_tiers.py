@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memsdk import Actor, Conflict, InvalidInput, Op, Scope
+from memsdk import Conflict, InvalidInput, Scope
+from memsdk.types import Actor, Op
 from memsdk.bank import MemoryBank
 from memsdk.dates import render_day
 from memsdk.types import content_hash

@@ -21,7 +21,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from memsdk import MemoryBank, MemoryClient
+from memsdk import MemoryClient
+from memsdk.bank import MemoryBank
 from memsdk.embedding import HashEmbedder
 from memsdk.registry import PolicyRegistry
 from memsdk.registry.registry import PolicyManifest

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memsdk import AsyncMemoryClient, MemoryBank, MemoryClient
+from memsdk import AsyncMemoryClient, MemoryClient
+from memsdk.bank import MemoryBank
 from memsdk.policies.manager import Decision
 from memsdk.types import EventType, HistoryEvent, MemoryRecord, Op, Scope, ScoredMemory, Tier
 

@@ -104,7 +104,7 @@ def test_async_tasks_ingesting_one_scope_lose_no_fact(tmp_path: Path) -> None:
 def test_clients_sharing_one_bank_never_lose_a_fact_silently(tmp_path: Path) -> None:
     """Two clients on one bank do not share locks (like two processes on one Qdrant server):
     the version check catches every stale op; a fact is stored or reported, never dropped."""
-    from memsdk import MemoryBank
+    from memsdk.bank import MemoryBank
 
     scope = {"user_id": "sam"}
     bank = MemoryBank.open(tmp_path / "store", embedder=HashEmbedder(64))

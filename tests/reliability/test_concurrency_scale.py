@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from memsdk import AsyncMemoryClient, MemoryBank, MemoryClient
+from memsdk import AsyncMemoryClient, MemoryClient
+from memsdk.bank import MemoryBank
 from memsdk.client.results import IngestResult
 from memsdk.embedding import HashEmbedder
 from memsdk.embedding.base import CachedEmbedder

@@ -47,26 +47,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memsdk.policies.reader import CHARS_PER_TOKEN
-from memsdk import (
-    Actor,
-    AsyncMemoryClient,
-    Conflict,
-    EventType,
-    HashEmbedder,
-    HistoryEvent,
-    InvalidInput,
-    MemoryBank,
-    MemoryClient,
-    MemoryNotFound,
-    MemoryRecord,
-    MemsdkError,
-    Op,
-    PolicyError,
-    Scope,
-    ScoredMemory,
-    Tier,
-    Turn,
-)
+from memsdk import AsyncMemoryClient, Conflict, HistoryEvent, InvalidInput, MemoryClient, MemoryNotFound, MemoryRecord, MemsdkError, PolicyError, Scope, ScoredMemory, Tier, Turn
+from memsdk.bank import MemoryBank
+from memsdk.embedding import HashEmbedder
+from memsdk.types import Actor, EventType, Op
 from memsdk.bank import BankSnapshot, as_memory_id, as_scope
 from memsdk.bank.export import check_consistent, read_export
 from memsdk.registry import ROLES, PolicyManifest
@@ -249,10 +233,10 @@ class World:
         live, gone = self.bank.apply(self.neighbour, [Op.add("The neighbour keeps bees"), Op.add("The neighbour had a cat")]).records
         self.bank.apply(self.neighbour, [Op.delete(gone.id)])
         self.neighbour_live, self.neighbour_deleted = live, gone
-        self.ingest_id = self.answer_id = None
+        self.ingest_id = self.trajectory_id = None
         if not policy_world:
             self.ingest_id = self.run(client.ingest({"speaker": "Nel", "text": "I keep bees in the garden"}, scope=self.neighbour)).trajectory_id
-            self.answer_id = self.run(client.answer("What does the neighbour keep?", scope=self.neighbour)).answer_id
+            self.trajectory_id = self.run(client.answer("What does the neighbour keep?", scope=self.neighbour)).trajectory_id
         self.neighbour_state = self.neighbour_view()
         self.query_vector = client._embedder.embed(["bees"])[0]
         self.source: Scope | None = None
@@ -380,7 +364,7 @@ class Case:
             "unknown": lambda: uuid.UUID(int=self.n),
             "event": lambda: w.bank.history(self.home, own())[0].id,
             "neighbour-event": lambda: w.bank.history(w.neighbour, w.neighbour_live.id)[0].id,
-            "answer": lambda: w.answer_id,
+            "answer": lambda: w.trajectory_id,
             "ingest": lambda: w.ingest_id,
             "query-vector": lambda: w.query_vector,
         }
@@ -684,18 +668,18 @@ CLIENT_METHODS = [
     Method(
         "feedback",
         {
-            "answer_id": st.one_of(refs("answer", "answer", "ingest", "unknown", "own"), MEMORY_ID),
+            "trajectory_id": st.one_of(refs("answer", "answer", "ingest", "unknown", "own"), MEMORY_ID),
             "correct": mostly(st.none() | st.booleans(), HOSTILE),
             "gold": st.one_of(st.none(), TEXT),
         },
-        lambda c, a: c.feedback(a["answer_id"], correct=a["correct"], gold=a["gold"]),
+        lambda c, a: c.feedback(a["trajectory_id"], correct=a["correct"], gold=a["gold"]),
         check_feedback,
         budget=500,
         examples=(
-            {"answer_id": Ref("answer"), "correct": None, "gold": 3},
-            {"answer_id": Ref("answer"), "correct": None, "gold": "\udcff"},
-            {"answer_id": Ref("answer"), "correct": 2, "gold": None},
-            {"answer_id": Ref("answer"), "correct": "no", "gold": None},
+            {"trajectory_id": Ref("answer"), "correct": None, "gold": 3},
+            {"trajectory_id": Ref("answer"), "correct": None, "gold": "\udcff"},
+            {"trajectory_id": Ref("answer"), "correct": 2, "gold": None},
+            {"trajectory_id": Ref("answer"), "correct": "no", "gold": None},
         ),
     ),
     Method(

@@ -29,7 +29,9 @@ from typing import Any
 
 import pytest
 
-from memsdk import AsyncMemoryClient, HashEmbedder, ImportConflict, InvalidInput, MemoryClient, MemoryNotFound, MemoryRecord, Scope, Tier
+from memsdk import AsyncMemoryClient, InvalidInput, MemoryClient, MemoryNotFound, MemoryRecord, Scope, Tier
+from memsdk.embedding import HashEmbedder
+from memsdk.errors import ImportConflict
 from memsdk.bank import as_scope
 
 DIM = 64
@@ -200,8 +202,8 @@ def step(t: Tenancy, op: str, a: int) -> set[int]:
         # the question is the caller's own text: the answer and its log may quote it
         asked = set(group) | owners(question)
         assert_only(asked, result.text, "answer")
-        assert_only(asked, [tr.model_dump(mode="json") for tr in c.log.read(kind="answer") if tr.id == result.answer_id], "the logged answer")
-        t.call(c.feedback(result.answer_id, correct=rng.random() < 0.5))
+        assert_only(asked, [tr.model_dump(mode="json") for tr in c.log.read(kind="answer") if tr.id == result.trajectory_id], "the logged answer")
+        t.call(c.feedback(result.trajectory_id, correct=rng.random() < 0.5))
         return set()
     if op == "ingest":
         # a conversation of tenants sharing a run_id, or any two tenants: each turn goes to its speaker's scope

@@ -32,7 +32,8 @@ from typing import Any, Literal
 
 import pytest
 
-from memsdk import AsyncMemoryClient, MemoryClient, Op
+from memsdk import AsyncMemoryClient, MemoryClient
+from memsdk.types import Op
 from memsdk.client.results import AnswerResult, IngestResult
 from memsdk.embedding import HashEmbedder
 from memsdk.errors import BackendError, ContextTooLong, PolicyError, PolicyUnavailable

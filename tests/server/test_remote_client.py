@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from memsdk import AsyncMemoryClient, InvalidInput, MemoryClient, MemoryNotFound, NotAuthorized, ScopeRequired, StoreUnavailable
+from memsdk import AsyncMemoryClient, InvalidInput, MemoryClient, MemoryNotFound
+from memsdk.errors import NotAuthorized, ScopeRequired, StoreUnavailable
 from memsdk.client.remote import AsyncRemoteMemoryClient, RemoteMemoryClient
 from memsdk.embedding import HashEmbedder
 
@@ -34,7 +35,7 @@ def _shape(value: Any) -> Any:
     if hasattr(value, "model_dump"):
         value = value.model_dump(mode="json")
     if isinstance(value, dict):
-        drop = {"id", "memory_id", "batch_id", "trajectory_id", "episodic_id", "answer_id", "created_at", "updated_at", "at", "deleted_at", "latency_s", "timings", "superseded_by", "invalid_at", "occurred_at", "seq"}
+        drop = {"id", "memory_id", "batch_id", "trajectory_id", "episodic_id", "trajectory_id", "created_at", "updated_at", "at", "deleted_at", "latency_s", "timings", "superseded_by", "invalid_at", "occurred_at", "seq"}
         return {k: _shape(v) for k, v in value.items() if k not in drop}
     return value
 

@@ -47,12 +47,12 @@ def test_the_api_mirrors_the_client_and_returns_scopes_as_the_app_named_them(ser
         assert [m.id for m in inside] == [uuid.UUID(m["id"]) for m in listed]
 
         answer = h.post("/v1/answer", json={"question": "Where does Bob live?", "scope": BOB}).json()
-        assert answer["answer_id"] and answer["retrieved"] > 0 and all(e["scope"]["user_id"] == "bob" for e in answer["evidence"])
+        assert answer["trajectory_id"] and answer["retrieved"] > 0 and all(e["scope"]["user_id"] == "bob" for e in answer["evidence"])
         shown = h.post("/v1/retrieve", json={"question": "Where does Bob live?", "scopes": [BOB, {"user_id": "sue"}]}).json()
         assert shown and shown[0]["record"]["scope"]["user_id"] == "bob"
         found = h.post("/v1/search", json={"query": "nurse", "scope": BOB, "limit": 2, "tier": "episodic"}).json()
         assert len(found) == 2 and found[0]["record"]["text"] == "I work as a nurse"
-        assert h.post("/v1/feedback", json={"answer_id": answer["answer_id"], "correct": True}).status_code == 204
+        assert h.post("/v1/feedback", json={"trajectory_id": answer["trajectory_id"], "correct": True}).status_code == 204
 
         added = h.post("/v1/memories", json={"text": "Bob likes jazz", "scope": BOB, "metadata": {"source": "app"}})
         assert added.status_code == 201
@@ -102,7 +102,7 @@ def test_another_tenants_memory_is_404_exactly_like_one_that_does_not_exist(serv
     s = serve()
     with s.http("key-alpha") as a, s.http("key-beta") as b:
         mid = a.post("/v1/memories", json={"text": "alpha's secret", "scope": BOB}).json()["id"]
-        answer_id = a.post("/v1/answer", json={"question": "secret?", "scope": BOB}).json()["answer_id"]
+        trajectory_id = a.post("/v1/answer", json={"question": "secret?", "scope": BOB}).json()["trajectory_id"]
         nowhere = str(uuid.uuid4())
         for memory in (mid, nowhere):
             replies = [
@@ -114,8 +114,8 @@ def test_another_tenants_memory_is_404_exactly_like_one_that_does_not_exist(serv
             ]
             assert [r.status_code for r in replies] == [404] * 5
             assert len({r.text for r in replies[:4]}) == 1  # the same words whoever owns it
-        for answer in (answer_id, nowhere):
-            is_problem(b.post("/v1/feedback", json={"answer_id": answer, "correct": False}), 404, "MemoryNotFound", "answer_id")
+        for answer in (trajectory_id, nowhere):
+            is_problem(b.post("/v1/feedback", json={"trajectory_id": answer, "correct": False}), 404, "MemoryNotFound", "trajectory_id")
         # the bank routes the LangGraph store uses: another tenant's id is not found, its scopes not listed
         for memory in (mid, nowhere):
             is_problem(b.post("/v1/apply", json={"scope": BOB, "ops": [{"op": "DELETE", "target": memory}]}), 404, "MemoryNotFound", "memory_id")
@@ -226,7 +226,7 @@ def test_sixteen_look_alike_tenants_never_see_each_others_data(serve) -> None:
             elif action == "answer":
                 r = h.post("/v1/answer", json={"question": "where does she live?", "scopes": [{"user_id": u} for u in users]}).json()
                 assert all(e["text"].startswith(name) or name in e["text"] for e in r["evidence"])
-                assert h.post("/v1/feedback", json={"answer_id": r["answer_id"], "correct": True}).status_code == 204
+                assert h.post("/v1/feedback", json={"trajectory_id": r["trajectory_id"], "correct": True}).status_code == 204
             else:
                 hits = h.post("/v1/search", json={"query": "lives in city", "scope": user, "limit": 50}).json()
                 assert all(name in m["record"]["text"] for m in hits)

@@ -34,8 +34,8 @@ def judged_log(client: MemoryClient, n: int, gold: str) -> None:
     client.add("Sam has a dog named Rex", scope=SAM)
     client.add("Sam lives in Lisbon", scope=SAM)
     for i in range(n):
-        client.feedback(client.answer(f"what is the name of Sam's dog ({i})?", scope=SAM).answer_id, gold=gold)
-    client.feedback(client.answer("anything else?", scope=SAM).answer_id, correct=False)
+        client.feedback(client.answer(f"what is the name of Sam's dog ({i})?", scope=SAM).trajectory_id, gold=gold)
+    client.feedback(client.answer("anything else?", scope=SAM).trajectory_id, correct=False)
 
 
 def publishing(version_seen: list[Job], role: str = "answerer") -> Any:

@@ -19,7 +19,7 @@ def test_log_states_rebuild_the_bank_before_each_ingest(tmp_path) -> None:
         results = client.ingest(turns, scope=SCOPE)
         client.update(results[0].ops[0].memory_id, "Caroline adopted Buddy, a beagle, from the shelter", scope=SCOPE)
         answer = client.answer("Where does Caroline work as a counselor?", scope=SCOPE)
-        client.feedback(answer.answer_id, gold="a school in Boston")
+        client.feedback(answer.trajectory_id, gold="a school in Boston")
         client.answer("What food does Caroline like?", scope=SCOPE)  # no feedback, so D1:3 yields no state
 
         states = list(log_states(client.log, client.bank))

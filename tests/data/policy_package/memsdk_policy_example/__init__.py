@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from memsdk import Op
+from memsdk.types import Op
 
 CARD = re.compile(r"\b(?:\d[ -]?){13,19}\b")
 
