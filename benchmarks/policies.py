@@ -60,7 +60,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from memsdk.llm import SamplingParams  # noqa: E402
 from memsdk.policies import Decision, HeuristicManager, LLMManager, PolicyConfig  # noqa: E402
-from memsdk.policies.prompts import DEFAULT_PROMPTS  # noqa: E402
+from memsdk.policies.calling.prompts import DEFAULT_PROMPTS  # noqa: E402
 from memsdk.types import MemoryRecord, Scope, ScoredMemory, content_hash  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -438,7 +438,7 @@ def memsdk_stored(client: Any, work: Json) -> tuple[list[Json], int]:
 
 
 def memsdk_templates() -> list[str]:
-    from memsdk.policies.prompts import load_prompt
+    from memsdk.policies.calling.prompts import load_prompt
 
     return [t.system + "\n" + t.user for t in (load_prompt("extractor"), load_prompt("manager"))]
 

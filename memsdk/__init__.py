@@ -11,11 +11,11 @@ are imported only when a model or a server-backed store is first used.
 """
 
 from memsdk._version import __version__
-from memsdk.client import AnswerResult, AsyncMemoryClient, IngestResult, MemoryClient, PolicyInfo, ReadResult
-from memsdk.config import ClientConfig
+from memsdk.client import AnswerResult, AsyncMemoryClient, IngestResult, MemoryClient, ReadResult
+from memsdk.config import ClientConfig, LLMSpec
 from memsdk.errors import BackendError, Conflict, InvalidInput, MemoryNotFound, MemsdkError, PolicyError, PolicyUnavailable, StoreLocked
 from memsdk.gate import GateDecision, GateFailed
-from memsdk.policies.spec import LLMSpec
+from memsdk.serving.policy_set import PolicyInfo
 from memsdk.types import HistoryEvent, MemoryRecord, Scope, ScoredMemory, Tier, Turn
 
 __all__ = [

@@ -179,7 +179,7 @@ def _run(args: argparse.Namespace) -> Any:
     from memsdk.client import MemoryClient
 
     if args.command == "policies" and args.policy_command == "installed":  # needs no client
-        from memsdk.policies.plugins import installed
+        from memsdk.serving.plugins import installed
 
         return installed()
     settings = {k: v for k, v in {"data_dir": args.data_dir, "qdrant_url": args.qdrant_url, "llm_base_url": args.llm_base_url, "model": args.model, "policies": _role_policies(args)}.items() if v}

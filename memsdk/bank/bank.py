@@ -19,21 +19,21 @@ takes no lease: it is an operator's command for a store nobody else is writing.
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
-import socket
 import threading
 import time
 import uuid
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any
+from typing import Any, IO
 
+import builtins
 import numpy as np
+import socket
+import zlib
 from pydantic import ValidationError
 
 from memsdk.bank import codec
@@ -45,7 +45,7 @@ from memsdk.embedding.bm25 import Bm25Encoder
 from memsdk.errors import Conflict, EmbedderError, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
 from memsdk.store.base import Point, StoreTransport, Where
 from memsdk.store.memory import InMemoryTransport
-from memsdk.types import API_ACTOR, Actor, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, check_text, content_hash, utcnow
+from memsdk.types import Actor, API_ACTOR, EventType, HistoryEvent, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, check_text, content_hash, utcnow
 
 
 __all__ = ["MemoryBank", "as_scope", "as_memory_id", "as_query"]

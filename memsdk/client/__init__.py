@@ -3,7 +3,7 @@ or, with ``url=``, the client of a `memsdk serve` server (`memsdk.client.remote`
 
 from memsdk.client.aio import AsyncMemoryClient
 from memsdk.client.remote import AsyncRemoteMemoryClient, RemoteMemoryClient
-from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo, ReadResult
+from memsdk.client.results import AnswerResult, IngestResult, ReadResult
 from memsdk.client.sync import MemoryClient
 from memsdk.docstrings import documented_as
 
@@ -16,4 +16,4 @@ documented_as(AsyncRemoteMemoryClient, AsyncMemoryClient)
 MemoryClient._remote = RemoteMemoryClient
 AsyncMemoryClient._remote = AsyncRemoteMemoryClient
 
-__all__ = ["AnswerResult", "AsyncMemoryClient", "AsyncRemoteMemoryClient", "IngestResult", "MemoryClient", "PolicyInfo", "ReadResult", "RemoteMemoryClient"]
+__all__ = ["AnswerResult", "AsyncMemoryClient", "AsyncRemoteMemoryClient", "IngestResult", "MemoryClient", "ReadResult", "RemoteMemoryClient"]

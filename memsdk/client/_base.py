@@ -8,43 +8,43 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 import uuid
-import zlib
-from pathlib import Path
 from collections import deque
-from datetime import timedelta
 from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import IO, Any, Generic, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Generic, IO, Iterator
 
 import numpy as np
-from tqdm import tqdm
+import sys
+import zlib
 from pydantic import ValidationError
+from tqdm import tqdm
 
+from memsdk import gate
 from memsdk.bank import MemoryBank, as_memory_id, as_query, as_scope
 from memsdk.bank.transition import Transition
+from memsdk.client.reading import ReadPlan, as_source, plan_read
+from memsdk.client.results import AnswerResult, IngestResult, ReadResult
+from memsdk.config import ClientConfig
 from memsdk.effects import Chat, Effect, Runner
+from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
+from memsdk.errors import ClientClosed, InvalidInput, PolicyError
+from memsdk.gate import GateFailed, GateStates
+from memsdk.interactions import InteractionLog, Redactor, Trajectory
+from memsdk.llm.base import Completion
+from memsdk.llm.config import CircuitBreaker, Limits
 from memsdk.pipeline.decisions import ActivePolicies
 from memsdk.pipeline.ingest import IngestOutcome, applied_ops, ingest_steps, write_steps
 from memsdk.pipeline.retrieval import AnswerOutcome
-from memsdk.client.reading import ReadPlan, as_source, plan_read
-from memsdk import gate
-from memsdk.client.policies import B, Backends, Endpoint, PolicySet, Switch, rules_manager
-from memsdk.gate import GateFailed, GateStates
-from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo, ReadResult
-from memsdk.config import ClientConfig
-from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
-from memsdk.llm.base import Completion
-from memsdk.errors import ClientClosed, InvalidInput, PolicyError
-from memsdk.llm.config import CircuitBreaker, Limits
 from memsdk.policies.pair_manager import PairManager
-from memsdk.interactions import InteractionLog, Redactor, Trajectory
-from memsdk.registry import BASE_VERSION, PACKAGED_DIR, ROLES, PolicyRegistry
+from memsdk.registry import BASE_VERSION, PACKAGED_DIR, PolicyRegistry, ROLES
+from memsdk.serving.policy_set import B, Backends, Endpoint, PolicyInfo, PolicySet, Switch, rules_manager
 from memsdk.telemetry import Telemetry
-from memsdk.types import API_ACTOR, QUESTION_MAX_CHARS, Actor, HistoryEvent, MemoryRecord, Op, Scope, Tier, Turn, shown_turn, utcnow
+from memsdk.types import Actor, API_ACTOR, HistoryEvent, MemoryRecord, Op, QUESTION_MAX_CHARS, Scope, Tier, Turn, shown_turn, utcnow
 
 __all__ = ["BaseClient", "TimedEmbedder", "Timings", "SCOPE_LOCK_STRIPES"]
 

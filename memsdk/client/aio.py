@@ -9,25 +9,25 @@ the bank's write lock.
 from __future__ import annotations
 
 import asyncio
-import builtins
 import logging
 import os
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import IO, Any, ClassVar, overload
+from typing import Any, ClassVar, IO, overload
 
+import builtins
 from tqdm import tqdm
 
 from memsdk import gate
-from memsdk.client._base import EMBED_AHEAD, SCOPE_LOCK_STRIPES, BaseClient, announce, batched, ScopeLike, Timings, TurnLike, in_process_model
-from memsdk.client.policies import Endpoint, Switch
-from memsdk.effects import Effect, R
-from memsdk.pipeline import answer_steps, core_steps, decided, retrieve_steps
+from memsdk.client._base import BaseClient, EMBED_AHEAD, SCOPE_LOCK_STRIPES, ScopeLike, Timings, TurnLike, announce, batched, in_process_model
 from memsdk.client.results import AnswerResult, IngestResult, ReadResult
+from memsdk.effects import Effect, R
 from memsdk.errors import Conflict, MemsdkError
-from memsdk.llm.base import AsyncLoRABackend
 from memsdk.gate import GateConfig, GateDecision, GateStates
+from memsdk.llm.base import AsyncLoRABackend
+from memsdk.pipeline import answer_steps, core_steps, decided, retrieve_steps
+from memsdk.serving.policy_set import Endpoint, Switch
 from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
 __all__ = ["AsyncMemoryClient"]

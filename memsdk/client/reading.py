@@ -21,7 +21,7 @@ from typing import Any
 
 from memsdk.errors import InvalidInput
 from memsdk.policies.reader import CHARS_PER_TOKEN, Read, chunk_text, chunk_turns
-from memsdk.policies.schemas import MAX_READ_MEMORY_CHARS
+from memsdk.policies.reader import MAX_READ_MEMORY_CHARS
 from memsdk.types import Scope, Turn, check_text
 
 __all__ = ["MAX_READ_CHARS", "ReadPlan", "plan_read"]

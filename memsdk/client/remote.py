@@ -17,7 +17,6 @@ binds it to the key's tenant.
 
 from __future__ import annotations
 
-import builtins
 import functools
 import json
 import os
@@ -25,34 +24,21 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Generic, TypeVar, overload
+from typing import Any, Generic, IO, TypeVar, overload
 
+import builtins
 import httpx
 from pydantic import TypeAdapter
 
+from memsdk.bank import BankLimits
 from memsdk.client._base import ScopeLike, TurnLike
 from memsdk.client.aio import AsyncMemoryClient
-from memsdk.client.results import AnswerResult, IngestResult, PolicyInfo, ReadResult
+from memsdk.client.results import AnswerResult, IngestResult, ReadResult
 from memsdk.client.sync import MemoryClient
 from memsdk.config import ClientConfig
-from memsdk.errors import (
-    BackendError,
-    ClientClosed,
-    Conflict,
-    EmbedderError,
-    ImportConflict,
-    InvalidInput,
-    MemoryNotFound,
-    MemsdkError,
-    NotAuthorized,
-    PolicyError,
-    PolicyUnavailable,
-    ScopeRequired,
-    StoreError,
-    StoreUnavailable,
-)
-from memsdk.bank import BankLimits
+from memsdk.errors import BackendError, ClientClosed, Conflict, EmbedderError, ImportConflict, InvalidInput, MemoryNotFound, MemsdkError, NotAuthorized, PolicyError, PolicyUnavailable, ScopeRequired, StoreError, StoreUnavailable
 from memsdk.gate import GateConfig, GateDecision, GateFailed, GateStates
+from memsdk.serving.policy_set import PolicyInfo
 from memsdk.types import HistoryEvent, MemoryRecord, Scope, ScoredMemory, Tier, Turn
 
 __all__ = ["RemoteMemoryClient", "AsyncRemoteMemoryClient", "RemoteBank", "DEFAULT_TIMEOUT_S"]

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memsdk.interactions.types import AppliedOp
 from memsdk.types import MemoryRecord
 
-__all__ = ["IngestResult", "AnswerResult", "PolicyInfo"]
+__all__ = ["IngestResult", "AnswerResult", "ReadResult"]
 
 
 class IngestResult(BaseModel):
@@ -66,18 +66,3 @@ class AnswerResult(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     timings: dict[str, float] = Field(default_factory=dict)
-
-
-class PolicyInfo(BaseModel):
-    """What serves one role (`MemoryClient.policies`): its version, model, prompt, where it
-    runs, the versions `rollback` returns to, and why it serves."""
-
-    model_config = ConfigDict(frozen=True)
-
-    role: str
-    version: str
-    model: str = Field(description="The model or adapter name requests are routed to.")
-    prompt: str | None = Field(None, description="The prompt id requests are rendered with (None: heuristic, no prompt).")
-    served_by: str = Field("llm", description="'heuristic', 'rules' (a policy without an LLM) or 'llm at URL' / 'llm at in-process'.")
-    previous: list[str] = Field(default_factory=list, description="Versions `rollback` returns to, most recent last.")
-    why: str = Field("", description="Why this serves: the choice (policies='auto' and what measured best, or what was asked for) and where its version came from.")

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import uuid
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tempfile
 
 from memsdk.bank import MemoryBank
 from memsdk.bank.history import events_until, replay

@@ -22,13 +22,13 @@ from memsdk.bank.transition import Transition
 from memsdk.dates import parse_when
 from memsdk.effects import Apply, Done, Effect, Lookup, R, Search, resume
 from memsdk.errors import Conflict, InvalidInput, MemoryNotFound, PolicyError
+from memsdk.grounding import cited_turns
 from memsdk.interactions.types import AppliedOp
 from memsdk.pipeline.decisions import ActivePolicies, decided
+from memsdk.pipeline.forget import Correction, Forget, classify, corrected_copy, supersede_ops
 from memsdk.pipeline.retrieval import copied_turn
 from memsdk.policies import Decision, Extraction, Manager, PolicyCall, PolicyStats
-from memsdk.policies.grounding import cited_turns
 from memsdk.policies.manager import check_ops
-from memsdk.policies.supersede import Correction, Forget, classify, corrected_copy, supersede_ops
 from memsdk.policies.writer import Writer, Written
 from memsdk.types import Actor, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn, shown_when, turn_header
 

@@ -7,11 +7,13 @@ call as a `PolicyCall` for the interaction log.
 
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.policies.answerer import UNKNOWN, Answer, Answerer, LLMAnswerer
-from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
+from memsdk.policies.calling.caller import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
 from memsdk.policies.extractor import ChunkExtractor, Extraction, Extractor, LLMExtractor
-from memsdk.policies.heuristic import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager
+from memsdk.policies.answerer import ExtractiveAnswerer
+from memsdk.policies.extractor import HeuristicExtractor
+from memsdk.policies.manager import HeuristicManager
 from memsdk.policies.manager import ChunkManager, Decision, LLMManager, Manager, OpGuard, to_ops
-from memsdk.policies.prompts import PromptTemplate, load_prompt, split_prompt_id
+from memsdk.policies.calling.prompts import PromptTemplate, load_prompt, split_prompt_id
 from memsdk.policies.writer import LLMWriter, Writer, Written, writer_ops
 from memsdk.policies.deltamem import DeltaMemManager
 from memsdk.policies.pair_manager import PairManager, PairThresholds

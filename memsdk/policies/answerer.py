@@ -1,24 +1,94 @@
-"""Answerer policies: question + retrieved memories -> evidence, then a short answer (Memory-R1)."""
+"""The answerer role: question + retrieved memories -> evidence, then a short answer (Memory-R1).
+
+The role whole, in one module: `Answer` and the `Answerer` protocol, the output schema
+(`AnswerOut`), the LLM policy (`LLMAnswerer`) and the policy without a model,
+`ExtractiveAnswerer`: it picks the memory sharing most words with the question and answers
+with its words that the question does not already contain.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Annotated, Any, Protocol, runtime_checkable
 
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from memsdk.effects import Request, Steps, run
 from memsdk.errors import ContextTooLong
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
-from memsdk.effects import Request, Steps, run
-from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
+from memsdk.policies.calling.caller import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
+from memsdk.policies.calling.prompts import load_prompt
+from memsdk.policies.calling.schema import Notes, unloop
 from memsdk.policies.manager import render_memories
-from memsdk.policies.prompts import load_prompt
-from memsdk.policies.schemas import AnswerOut
+from memsdk.policies.words import HEADER, STOPWORDS, split_words, word_key
 from memsdk.types import MemoryRecord, ScoredMemory
 
-__all__ = ["Answer", "Answerer", "LLMAnswerer", "UNKNOWN"]
+__all__ = ["Answer", "Answerer", "LLMAnswerer", "UNKNOWN", "AnswerOut", "ANSWER_ALIASES", "ExtractiveAnswerer"]
 
 UNKNOWN = "unknown"
 MAX_QUESTION_CHARS = 500
+
+
+#: the answer is at most ~6 words; the answerer keeps max_answer_words of it
+MAX_ANSWER_CHARS = 100
+
+MAX_EVIDENCE = 6
+
+#: keys SmolLM2 was seen writing instead of "answer"; read as the answer only when "answer" is absent
+ANSWER_ALIASES = ("name", "response", "final_answer")
+
+class AnswerOut(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    # a short list: under constrained decoding SmolLM2 otherwise enumerates 1, 2, 3, ... until
+    # the token budget runs out before it writes the answer
+    evidence: list[Annotated[int, Field(ge=0, le=999)]] = Field(default_factory=list, max_length=MAX_EVIDENCE)
+    answer: Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_ANSWER_CHARS)]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cut_rambling(cls, data: Any) -> Any:
+        # An unconstrained answer that rambles past the bound is cut at a word, not rejected:
+        # the answerer keeps only its first max_answer_words anyway. (Memory texts are never
+        # cut: a half-written memory would be stored.)
+        if isinstance(data, dict) and isinstance(data.get("answer"), str) and len(answer := data["answer"].strip()) > MAX_ANSWER_CHARS:
+            cut = answer.rfind(" ", 0, MAX_ANSWER_CHARS + 1)
+            data = {**data, "answer": answer[: cut if cut > 0 else MAX_ANSWER_CHARS].rstrip()}
+        return data
+
+    @classmethod
+    def salvage(cls, data: Any) -> tuple[Any, Notes]:
+        notes: Notes = []
+        if not isinstance(data, dict):
+            return data, notes
+        if "answer" not in data:
+            alias = next((k for k in ANSWER_ALIASES if isinstance(data.get(k), str)), None)
+            if alias is not None:
+                notes.append(f"answer: read from {alias!r}, a documented alias")
+                data = {**data, "answer": data[alias]}
+        if isinstance(data.get("answer"), str):
+            data = {**data, "answer": unloop(data["answer"], "answer", notes)}
+        if "evidence" in data:
+            data = {**data, "evidence": _memory_numbers(data["evidence"], notes)}
+        return data, notes
+
+def _memory_numbers(value: Any, notes: Notes) -> list[int]:
+    """Evidence as the memory numbers shown: ints and digit strings are kept, anything else dropped."""
+    items = value if isinstance(value, list) else [value]
+    kept = []
+    for item in items:
+        if isinstance(item, str) and item.strip().isdigit():
+            item = int(item)
+        if isinstance(item, int) and not isinstance(item, bool) and 0 <= item <= 999:
+            kept.append(item)
+    if len(kept) < len(items):
+        notes.append(f"evidence: {len(items) - len(kept)} of {len(items)} items are not memory numbers, dropped")
+    if not isinstance(value, list) and kept:
+        notes.append("evidence: one number where a list is expected, read as a list of one")
+    if len(kept) > MAX_EVIDENCE:
+        notes.append(f"evidence: {len(kept)} numbers, the first {MAX_EVIDENCE} kept")
+    return kept[:MAX_EVIDENCE]
 
 
 @dataclass
@@ -113,3 +183,23 @@ class LLMAnswerer:
     def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
         """`steps` run with blocking calls (a script, a test); the clients drive `steps`."""
         return run(self.steps(question, memories))
+
+
+@dataclass
+class ExtractiveAnswerer:
+    role: str = "answerer"
+    version: str = "extractive-v1"
+    max_words: int = 6
+
+    def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
+        asked = {word_key(w) for w in split_words(question)}
+        best, best_score = None, 0.0
+        for rank, m in enumerate(memories):
+            overlap = len(asked & {word_key(w) for w in split_words(m.record.text)} - STOPWORDS)
+            score = overlap + m.score - 0.01 * rank  # retrieval rank breaks ties
+            if best is None or score > best_score:
+                best, best_score = m, score
+        if best is None:
+            return Answer(UNKNOWN, [])
+        new = [w for w in split_words(HEADER.sub("", best.record.text)) if word_key(w) not in asked and w not in STOPWORDS]
+        return Answer(" ".join(new[: self.max_words]) or UNKNOWN, [best.record])

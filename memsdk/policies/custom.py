@@ -28,17 +28,17 @@ pipeline reports them in ``failures`` and the turn stays in the episodic tier.
 from __future__ import annotations
 
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
+from abc import ABC, abstractmethod
 from pydantic import ValidationError
 
+from memsdk.effects import Call, Chat, Request, Steps, run
 from memsdk.errors import InvalidInput, MemsdkError, PolicyError
 from memsdk.llm.base import Completion, SamplingParams
-from memsdk.policies.answerer import UNKNOWN, Answer
-from memsdk.effects import Call, Chat, Request, Steps, run
-from memsdk.policies.base import PolicyCall, PolicyStats
+from memsdk.policies.answerer import Answer, UNKNOWN
+from memsdk.policies.calling.caller import PolicyCall, PolicyStats
 from memsdk.policies.extractor import Extraction
 from memsdk.policies.manager import Decision
 from memsdk.types import Op, OpType, ScoredMemory, Turn

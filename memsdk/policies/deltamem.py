@@ -17,16 +17,42 @@ or an `LLMSpec` with ``prompt="deltamem/v1"``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from memsdk.llm.base import AsyncLLMBackend, LLMBackend
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
 from memsdk.effects import Lookup, Request, Steps
-from memsdk.policies.base import PolicyCall, PolicyConfig
-from memsdk.policies.manager import MEMORY_CHARS, Decision, LLMManager
-from memsdk.policies.schemas import DeltaStep, ManagerDecision
+from memsdk.llm.base import AsyncLLMBackend, LLMBackend
+from memsdk.policies.calling.caller import PolicyCall, PolicyConfig
+from memsdk.policies.calling.schema import Notes, salvage_items
+from memsdk.policies.manager import Decision, LLMManager, ManagerDecision, ManagerOpOut, MAX_OPS, MEMORY_CHARS
 from memsdk.types import ScoredMemory
 
-__all__ = ["DeltaMemManager"]
+__all__ = ["DeltaMemManager", "DeltaStep"]
+
+
+#: a DeltaMem search's query
+MAX_SEARCH_CHARS = 200
+
+class DeltaStep(BaseModel):
+    """One DeltaMem reply: a search (more memories, please) or the final ops."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    search: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_SEARCH_CHARS)] | None = None
+    ops: list[ManagerOpOut] | None = Field(None, max_length=MAX_OPS)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> DeltaStep:
+        if self.search is None and self.ops is None:
+            raise ValueError('expected {"search": ...} or {"ops": [...]}')
+        return self
+
+    @classmethod
+    def salvage(cls, data: Any) -> tuple[Any, Notes]:
+        if isinstance(data, dict) and "ops" not in data and isinstance(data.get("search"), str):
+            return data, []
+        return salvage_items(data, "ops", "op", ManagerOpOut, MAX_OPS)
 
 
 class DeltaMemManager(LLMManager):

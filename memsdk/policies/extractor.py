@@ -1,24 +1,75 @@
-"""Extractor policies: a turn (with a little context) -> atomic facts worth remembering."""
+"""The extractor role: a turn (with a little context) -> atomic facts worth remembering.
+
+The role whole, in one module: what it returns (`Extraction`) and promises (`Extractor`), its
+output schema (`ExtractedFacts`), its LLM policies (`LLMExtractor`, Memory-R2's
+`ChunkExtractor`) and its policy without a model, `HeuristicExtractor`: the turn itself is the
+fact ("Caroline: ...", with its date), the baseline every trained extractor is compared with
+and the fallback while the LLM backend is down.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Annotated, Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from memsdk.dates import render_timestamp
-from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.effects import Request, Steps, run
-from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
-from memsdk.policies.prompts import load_prompt
-from memsdk.policies.schemas import ExtractedFacts
+from memsdk.llm.base import AsyncLLMBackend, LLMBackend
+from memsdk.policies.calling.caller import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
+from memsdk.policies.calling.prompts import load_prompt
+from memsdk.policies.calling.schema import Notes, as_list, unloop
+from memsdk.policies.words import split_words
 from memsdk.types import Turn
 
-__all__ = ["Extraction", "Extractor", "LLMExtractor", "ChunkExtractor", "render_turn"]
+__all__ = ["Extraction", "Extractor", "LLMExtractor", "ChunkExtractor", "render_turn", "ExtractedFacts", "HeuristicExtractor"]
 
 #: the part of a turn an extractor prompt shows; keeps the prompt within the token budget
 MAX_TURN_CHARS = 1500
 CONTEXT_CHARS = 200
+
+
+#: an atomic fact is a sentence ("Caroline adopted a dog named Buddy in May 2023"), not a paragraph
+MAX_FACT_CHARS = 200
+
+#: a turn rarely holds more facts than this; the extractor's 96 tokens would not fit more
+MAX_FACTS = 8
+
+Fact = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FACT_CHARS)]
+
+class ExtractedFacts(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    facts: list[Fact] = Field(default_factory=list, max_length=MAX_FACTS)
+
+    @classmethod
+    def salvage(cls, data: Any) -> tuple[Any, Notes]:
+        notes: Notes = []
+        if not isinstance(data, dict) or "facts" not in data:
+            return data, notes
+        facts = as_list(data["facts"], "facts", notes)
+        if not isinstance(facts, list):
+            return data, notes
+        kept: dict[str, str] = {}
+        for i, fact in enumerate(facts):
+            where = f"facts[{i}]"
+            if not isinstance(fact, str) or not fact.strip():
+                notes.append(f"{where}: not a text, dropped")
+                continue
+            fact = unloop(fact.strip(), where, notes)
+            if len(fact) > MAX_FACT_CHARS:
+                notes.append(f"{where}: {len(fact)} characters, over {MAX_FACT_CHARS}: dropped")
+            elif fact.casefold() in kept:  # a looping model repeats one item until the token limit
+                notes.append(f"{where}: repeats an earlier fact, dropped")
+            else:
+                kept[fact.casefold()] = fact
+        if facts and not kept:
+            return data, notes  # nothing usable: a failure, not an empty extraction
+        if len(kept) > MAX_FACTS:
+            notes.append(f"facts: {len(kept)} facts, the first {MAX_FACTS} kept")
+        return {**data, "facts": list(kept.values())[:MAX_FACTS]}, notes
 
 
 @dataclass
@@ -112,3 +163,17 @@ class ChunkExtractor(LLMExtractor):
 
     def extract_chunk(self, chunk: Sequence[Turn]) -> Extraction:
         return self.extract(chunk[-1], chunk[:-1])
+
+
+class HeuristicExtractor:
+    role = "extractor"
+    version = "heuristic-v1"
+
+    def __init__(self, min_words: int = 3, max_chars: int = 1000) -> None:
+        self.min_words, self.max_chars = min_words, max_chars
+
+    def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
+        if len(split_words(turn.text)) < self.min_words:
+            return Extraction([])
+        when = f" (on {render_timestamp(turn.timestamp)})" if turn.timestamp else ""
+        return Extraction([f"{turn.speaker}{when}: {turn.text.strip()[: self.max_chars]}"])

@@ -5,27 +5,65 @@ The model sees memories as ``[0] text``, ``[1] text``: short integer aliases, ne
 aliases back and is the guard between the model and the bank: an op on an unknown alias,
 a second op on the same memory, an op the schema does not allow, or a burst of DELETEs
 is dropped (DELETE storms become NOOP), and every drop is counted.
+
+The role whole, in one module: `Decision` and the `Manager` protocol, the output schema
+(`ManagerDecision`), the guard, the LLM policies (`LLMManager`, Memory-R2's `ChunkManager`)
+and the policy without a model, `HeuristicManager`: Mem0-style similarity thresholds. A
+near-duplicate is NOOP; a close match is UPDATEd to the old text plus the new fact (nothing is
+lost); anything else is ADDed. It never deletes. The trained managers without an LLM
+(`pair_manager`) and DeltaMem's (`deltamem`) build on these parts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.effects import Request, Steps, run
-from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
-from memsdk.policies.grounding import grounded
-from memsdk.policies.prompts import load_prompt
-from memsdk.policies.schemas import ManagerDecision
+from memsdk.llm.base import AsyncLLMBackend, LLMBackend
+from memsdk.policies.calling.caller import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
+from memsdk.policies.calling.prompts import load_prompt
+from memsdk.policies.calling.schema import Notes, salvage_items
+from memsdk.grounding import grounded
 from memsdk.types import Op, OpType, ScoredMemory, Tier, check_text
 
-__all__ = ["Decision", "Manager", "LLMManager", "ChunkManager", "OpGuard", "to_ops", "check_ops", "render_memories", "alias_problem", "valid_text"]
+__all__ = ["Decision", "Manager", "LLMManager", "ChunkManager", "OpGuard", "to_ops", "check_ops", "render_memories", "alias_problem", "valid_text", "ManagerOpOut", "ManagerDecision", "HeuristicManager"]
 
 MEMORY_CHARS = 300
+
+
+#: one memory as the manager writes it: a merged UPDATE ("Has two dogs, Buddy and Scout") included
+MAX_MEMORY_CHARS = 300
+
+#: one op per memory shown (5) plus one ADD
+MAX_OPS = 6
+
+class ManagerOpOut(BaseModel):
+    """One op as the model writes it: ``id`` is the integer alias shown in the prompt."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    op: Literal["ADD", "UPDATE", "DELETE", "NOOP"]
+    # any int: a wrong alias is dropped (and counted) by the manager's guard, op by op,
+    # instead of failing the whole decision at the schema
+    id: int | None = None
+    text: Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_MEMORY_CHARS)] | None = None
+    #: on an ADD: the aliases of the memories the new one replaces ("moved to Austin" replaces
+    #: "lives in Boston"); they are retired, kept as history, not deleted
+    replaces: list[int] = Field(default_factory=list, max_length=MAX_OPS)
+
+class ManagerDecision(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    ops: list[ManagerOpOut] = Field(max_length=MAX_OPS)
+
+    @classmethod
+    def salvage(cls, data: Any) -> tuple[Any, Notes]:
+        # small models often drop the wrapper: a bare op or a bare list
+        return salvage_items(data, "ops", "op", ManagerOpOut, MAX_OPS)
 
 
 @dataclass
@@ -267,3 +305,32 @@ class ChunkManager(LLMManager):
 
     role = "r2_manager"
     prompt_role = "r2_manager"
+
+
+@dataclass
+class HeuristicManager:
+    role: str = "manager"
+    version: str = "heuristic-v1"
+    duplicate_at: float = 0.95
+    merge_at: float = 0.85
+    max_text_chars: int = 1000
+
+    def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
+        turns = tuple(source_turn_ids)
+        ops: list[Op] = []
+        merged: set[int] = set()
+        for fact in facts:
+            best = max(range(len(related)), key=lambda i: related[i].score, default=None)
+            if best is None:  # no memories yet
+                ops.append(Op.add(fact, source_turn_ids=turns))
+                continue
+            top = related[best]
+            if top.score >= self.duplicate_at:
+                continue
+            text = f"{top.record.text}; {fact}"
+            if best not in merged and top.score >= self.merge_at and len(text) <= self.max_text_chars:
+                ops.append(Op.update(top.record.id, text, source_turn_ids=turns, expected_version=top.record.version))
+                merged.add(best)
+            else:
+                ops.append(Op.add(fact, source_turn_ids=turns))
+        return Decision(ops)

@@ -34,12 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
-from memsdk.embedding import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from memsdk.effects import Call, Steps, run
-from memsdk.policies.base import PolicyStats
-from memsdk.policies.manager import Decision, valid_text
+from memsdk.embedding import CachedEmbedder, Embedder, SentenceTransformerEmbedder
+from memsdk.policies.calling.caller import PolicyStats
 from memsdk.policies.cross_encoder import load_relations
-from memsdk.policies.relations import RELATIONS, Relation, RelationModel, relation_text
+from memsdk.policies.manager import Decision, valid_text
+from memsdk.policies.relations import Relation, RelationModel, RELATIONS, relation_text
 from memsdk.types import Op, ScoredMemory
 
 __all__ = ["PairThresholds", "PairManager", "default_embedder"]

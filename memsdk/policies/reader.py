@@ -19,18 +19,50 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, StringConstraints, model_validator
 
 from memsdk.dates import render_timestamp
-from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.effects import Request, Steps, run
-from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
-from memsdk.policies.prompts import load_prompt
-from memsdk.policies.schemas import ReadMemory
+from memsdk.llm.base import AsyncLLMBackend, LLMBackend
+from memsdk.policies.calling.caller import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
+from memsdk.policies.calling.prompts import load_prompt
+from memsdk.policies.calling.schema import Notes, unloop
 from memsdk.types import Turn, check_text
 
-__all__ = ["CHARS_PER_TOKEN", "Read", "LLMReader", "approx_tokens", "cut_to", "chunk_text", "chunk_turns"]
+__all__ = ["CHARS_PER_TOKEN", "Read", "LLMReader", "approx_tokens", "cut_to", "chunk_text", "chunk_turns", "ReadMemory"]
 
 CHARS_PER_TOKEN = 4
+
+
+#: MemAgent's overwrite memory, as written: the budget a client asks for is at most this
+#: (the bank's core memory holds 2,000 characters; `BankLimits.max_core_chars`)
+MAX_READ_MEMORY_CHARS = 2000
+
+class ReadMemory(BaseModel):
+    """MemAgent's reply: the whole new memory, which replaces the old one."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    memory: Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_READ_MEMORY_CHARS)]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cut_over_budget(cls, data: Any) -> Any:
+        # a memory over the bound is cut at a word: the reader cuts it to the caller's budget
+        # anyway, and keeping its start keeps what the rewrite put first
+        if isinstance(data, dict) and isinstance(data.get("memory"), str) and len(text := data["memory"].strip()) > MAX_READ_MEMORY_CHARS:
+            cut = text.rfind(" ", 0, MAX_READ_MEMORY_CHARS + 1)
+            data = {**data, "memory": text[: cut if cut > 0 else MAX_READ_MEMORY_CHARS].rstrip()}
+        return data
+
+    @classmethod
+    def salvage(cls, data: Any) -> tuple[Any, Notes]:
+        notes: Notes = []
+        if isinstance(data, dict) and isinstance(data.get("memory"), str):
+            data = {**data, "memory": unloop(data["memory"], "memory", notes)}
+        return data, notes
 
 
 def approx_tokens(text: str) -> int:

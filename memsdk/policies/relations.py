@@ -53,7 +53,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from memsdk.policies.heuristic import _HEADER, STOPWORDS, _key, _words
+from memsdk.policies.words import HEADER, STOPWORDS, split_words, word_key
 
 __all__ = [
     "Relation",
@@ -119,12 +119,12 @@ _VALUE = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\d[\d-]*|(?<![.!?:]\s)(?<!^)\
 
 def relation_text(text: str) -> str:
     """What is embedded of a memory or a fact: its text without a "Speaker (on date): " header."""
-    return _HEADER.sub("", text, count=1).strip() or text.strip()
+    return HEADER.sub("", text, count=1).strip() or text.strip()
 
 
 def speaker_of(text: str) -> str | None:
     """The speaker a "Speaker (on date): " header names, lower-cased; None without a header."""
-    found = _HEADER.match(text)
+    found = HEADER.match(text)
     if found is None:
         return None
     return found.group(0).split("(", 1)[0].rstrip(": ").strip().casefold() or None
@@ -133,9 +133,9 @@ def speaker_of(text: str) -> str | None:
 def subject_of(text: str) -> str | None:
     """Who a text is about: its first kinship word ("brother"), else "self" when it speaks in
     the first person, else None (a third person named only by name, or nobody)."""
-    words = _words(relation_text(text))
+    words = split_words(relation_text(text))
     bare = [w.removesuffix("'s") for w in words]  # "my sister's dog" is about the sister
-    kin = next((w if w in _KIN else _key(w) for w in bare if w in _KIN or _key(w) in _KIN), None)
+    kin = next((w if w in _KIN else word_key(w) for w in bare if w in _KIN or word_key(w) in _KIN), None)
     if kin is not None:
         return kin
     return "self" if any(w in _SELF for w in bare) else None
@@ -147,7 +147,7 @@ def values_of(text: str) -> set[str]:
 
 
 def _content(text: str) -> set[str]:
-    return {_key(w) for w in _words(relation_text(text)) if w not in STOPWORDS}
+    return {word_key(w) for w in split_words(relation_text(text)) if w not in STOPWORDS}
 
 
 def lexical_features(new: str, old: str, cosine: float) -> list[float]:

@@ -15,20 +15,71 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from memsdk.dates import render_timestamp
-from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.effects import Request, Steps, run
-from memsdk.policies.base import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
+from memsdk.llm.base import AsyncLLMBackend, LLMBackend
+from memsdk.policies.calling.caller import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
+from memsdk.policies.calling.prompts import load_prompt
+from memsdk.policies.calling.schema import Notes, salvage_items
 from memsdk.policies.extractor import MAX_TURN_CHARS, render_turn
-from memsdk.policies.grounding import grounded
+from memsdk.grounding import grounded
 from memsdk.policies.manager import OpGuard, alias_problem, valid_text
-from memsdk.policies.prompts import load_prompt
-from memsdk.policies.schemas import MAX_WRITER_TEXT_CHARS, WriterCalls, dropped_calls
 from memsdk.types import Op, ScoredMemory, Tier, Turn
 
-__all__ = ["Written", "Writer", "LLMWriter", "writer_ops", "render_tiered"]
+__all__ = ["Written", "Writer", "LLMWriter", "writer_ops", "render_tiered", "WriterCallOut", "WriterCalls", "dropped_calls"]
+
+
+#: calls in one writer reply (Mem-alpha emits several per chunk); its 256 tokens fit about this many
+MAX_CALLS = 6
+
+#: the writer rewrites the core summary in one call; the bank bounds a core memory itself
+#: (`BankLimits.max_core_chars`), this keeps one call within the writer's token budget
+MAX_WRITER_TEXT_CHARS = 600
+
+class WriterCallOut(BaseModel):
+    """One Mem-alpha function call: ``fn`` names the function, ``id`` is a memory's alias.
+
+    ``tier`` accepts every tier, episodic included: what a tier allows is the transition
+    function's rule (an episodic insert by the writer is refused there, and counted as a
+    call that did not execute), not the schema's."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    fn: Literal["memory_insert", "memory_update", "memory_delete"]
+    tier: Literal["core", "semantic", "episodic"] | None = None
+    id: int | None = None
+    text: Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_WRITER_TEXT_CHARS)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, data: Any) -> Any:
+        # the prompt's response prefix ends in "memory_", and an unconstrained reply is read
+        # with the prefix in front; a model that repeats the prefix writes "memory_memory_insert"
+        if isinstance(data, dict) and isinstance(fn := data.get("fn"), str) and fn.startswith("memory_memory_"):
+            data = {**data, "fn": fn.removeprefix("memory_")}
+        return data
+
+class WriterCalls(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    calls: list[WriterCallOut] = Field(max_length=MAX_CALLS)
+
+    @classmethod
+    def salvage(cls, data: Any) -> tuple[Any, Notes]:
+        """As `ManagerDecision.salvage`: a bare call or list is the reply, each call that does
+        not validate is dropped with a note (`dropped_calls` counts them: Mem-alpha's R2 needs
+        every call the model wrote, executed or not), a looping text is cut."""
+        return salvage_items(data, "calls", "fn", WriterCallOut, MAX_CALLS)
+
+def dropped_calls(notes: Notes) -> int:
+    """How many of a writer reply's calls the reader dropped (`WriterCalls.salvage`'s notes)."""
+    return sum(1 for n in notes if n.startswith("calls[") and ": dropped (" in n) + sum(
+        int(n.split()[1]) - MAX_CALLS for n in notes if n.startswith("calls: ") and n.endswith(f"the first {MAX_CALLS} kept")
+    )
 
 
 @dataclass

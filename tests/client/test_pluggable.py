@@ -10,7 +10,7 @@ import pytest
 
 from memsdk import AsyncMemoryClient, ClientConfig, InvalidInput, MemoryClient, PolicyError
 from memsdk.embedding import HashEmbedder
-from memsdk.policies.spec import LLMSpec
+from memsdk.config.roles import LLMSpec
 from memsdk.types import Op, Tier
 
 from tests.policies.conftest import AsyncScripted, ScriptedBackend

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memsdk.policies.grounding import cited_turns, grounded
+from memsdk.grounding import cited_turns, grounded
 from memsdk.types import Turn
 
 GINA = Turn(speaker="Gina", text="We just did a contemporary piece called Finding Freedom.", turn_id="D1:3", timestamp="4:04 pm on 20 January, 2023")

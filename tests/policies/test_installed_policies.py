@@ -1,5 +1,5 @@
 """A third-party policy package, built into a wheel and installed with pip, serves a role by
-its entry-point name (`memsdk.policies.plugins`)."""
+its entry-point name (`memsdk.serving.plugins`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from memsdk import AsyncMemoryClient, InvalidInput, MemoryClient
 from memsdk.embedding import HashEmbedder
-from memsdk.policies.plugins import installed
+from memsdk.serving.plugins import installed
 
 from tests.policies.conftest import AsyncScripted, ScriptedBackend
 

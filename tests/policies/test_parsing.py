@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from memsdk.policies.parsing import close_truncated, find_json_object, parse
-from memsdk.policies.schemas import MAX_ANSWER_CHARS, MAX_FACT_CHARS, MAX_FACTS, AnswerOut, ExtractedFacts, ManagerDecision, json_schema
+from memsdk.policies.calling.parsing import close_truncated, find_json_object, parse
+from memsdk.policies.answerer import MAX_ANSWER_CHARS, AnswerOut
+from memsdk.policies.calling.schema import json_schema
+from memsdk.policies.extractor import MAX_FACT_CHARS, MAX_FACTS, ExtractedFacts
+from memsdk.policies.manager import ManagerDecision
 
 
 def test_clean_json_parses_without_repair() -> None:

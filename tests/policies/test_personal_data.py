@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from memsdk.policies.personal_data import DataKind, detect, kinds_named, states_topic, topic_terms
+from memsdk.pipeline.personal_data import DataKind, detect, kinds_named, states_topic, topic_terms
 
 K = DataKind
 CONTACT = {K.PHONE, K.EMAIL, K.POSTAL_ADDRESS}
@@ -279,6 +279,6 @@ def test_states_topic_is_false_for_no_terms_and_ignores_case() -> None:
 
 def test_the_module_imports_in_under_50_ms() -> None:
     # a fresh interpreter, its package already imported: the time is this module's own
-    code = "import memsdk.policies, time; t = time.perf_counter(); import memsdk.policies.personal_data; print(time.perf_counter() - t)"
+    code = "import memsdk.policies, time; t = time.perf_counter(); import memsdk.pipeline.personal_data; print(time.perf_counter() - t)"
     elapsed = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert elapsed < 0.05

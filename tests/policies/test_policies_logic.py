@@ -21,7 +21,8 @@ from memsdk.policies import (
 from memsdk.pipeline.decisions import decided
 from memsdk.llm.base import Choice, Completion
 from memsdk.effects import Chat, arun, run
-from memsdk.policies.schemas import ManagerDecision, json_schema
+from memsdk.policies.calling.schema import json_schema
+from memsdk.policies.manager import ManagerDecision
 from memsdk.types import OpType, Turn
 
 from .conftest import AsyncScripted, ScriptedBackend, memory

@@ -44,7 +44,7 @@ from memsdk.policies import (
     PolicyStats,
     memory_r2_policies,
 )
-from memsdk.policies.prompts import DEFAULT_PROMPTS
+from memsdk.policies.calling.prompts import DEFAULT_PROMPTS
 from memsdk.types import MemoryRecord, Op, OpType, Scope, ScoredMemory, Turn, content_hash
 
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)

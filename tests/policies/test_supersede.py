@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memsdk.policies.personal_data import states_topic
-from memsdk.policies.supersede import MAX_SUPERSEDED, Correction, Forget, classify, corrected_copy, supersede_ops, typed_values
+from memsdk.pipeline.personal_data import states_topic
+from memsdk.pipeline.forget import MAX_SUPERSEDED, Correction, Forget, classify, corrected_copy, supersede_ops, typed_values
 from memsdk.types import MemoryRecord, OpType, Scope, Tier, content_hash
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)

@@ -7,8 +7,8 @@ import uuid
 from datetime import UTC, datetime
 
 from memsdk.policies import LLMWriter, PolicyConfig, writer_ops
-from memsdk.policies.parsing import parse
-from memsdk.policies.schemas import MAX_CALLS, WriterCalls, dropped_calls
+from memsdk.policies.calling.parsing import parse
+from memsdk.policies.writer import MAX_CALLS, WriterCalls, dropped_calls
 from memsdk.types import MemoryRecord, OpType, Scope, ScoredMemory, Tier, Turn, content_hash
 
 from tests.policies.conftest import ScriptedBackend

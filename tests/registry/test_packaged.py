@@ -10,9 +10,9 @@ import pytest
 
 import memsdk.client._base as client_base
 from memsdk import ClientConfig, InvalidInput, MemoryClient
-from memsdk.client.policies import Backends, PolicySet
+from memsdk.serving.policy_set import Backends, PolicySet
 from memsdk.embedding import HashEmbedder
-from memsdk.policies.spec import LLMSpec
+from memsdk.config.roles import LLMSpec
 from memsdk.registry import PolicyManifest, PolicyRegistry, model_key
 from memsdk.gate import GateDecision, SideResult, decide
 

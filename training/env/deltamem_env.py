@@ -41,10 +41,10 @@ from memsdk.embedding import Embedder
 from memsdk.llm.base import Completion, LLMBackend, SamplingParams
 from memsdk.policies import DeltaMemManager, ExtractiveAnswerer, PolicyConfig
 from memsdk.effects import Chat
-from memsdk.policies.base import PolicyCall
+from memsdk.policies.calling.caller import PolicyCall
 from memsdk.policies.extractor import Extraction
 from memsdk.policies.manager import Decision
-from memsdk.policies.schemas import DeltaStep
+from memsdk.policies.deltamem import DeltaStep
 from memsdk.types import MemoryRecord, ScoredMemory, Tier, Turn
 
 from ..rewards.deltamem import DeltaMemConfig, Similarity, StateF1, deltamem_reward, retrieval_score, soft_state_f1

@@ -33,7 +33,7 @@ from memsdk.interactions.types import AppliedOp
 from memsdk.llm.base import Completion, LLMBackend, SamplingParams
 from memsdk.effects import Chat
 from memsdk.policies import Answerer, LLMWriter
-from memsdk.policies.grounding import grounded
+from memsdk.grounding import grounded
 from memsdk.store.memory import InMemoryTransport
 from memsdk.types import ScoredMemory, Tier
 

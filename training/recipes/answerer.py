@@ -21,7 +21,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import cast
 
-from memsdk.client.policies import rules_manager
+from memsdk.serving.policy_set import rules_manager
 from memsdk.embedding import Embedder
 from memsdk.eval.manage.cases import manage_answer_cases
 from memsdk.gate import AnswerCase, answer_cases

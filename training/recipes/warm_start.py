@@ -30,7 +30,7 @@ from memsdk.gate import AnswerCase
 from memsdk.llm.base import Message
 from memsdk.policies import HeuristicManager, LLMAnswerer
 from memsdk.effects import Request
-from memsdk.policies.schemas import MAX_EVIDENCE
+from memsdk.policies.answerer import MAX_EVIDENCE
 from memsdk.types import Op, ScoredMemory
 
 from ..distributed import World

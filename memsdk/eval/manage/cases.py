@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memsdk.client.policies import rules_manager
 from memsdk.embedding.base import Embedder
 from memsdk.eval.manage.scenarios import Question, Scenario, ScenarioSplit, scenarios
 from memsdk.gate import AnswerCase, answer_cases
+from memsdk.serving.policy_set import rules_manager
 
 __all__ = ["manage_answer_cases"]
 

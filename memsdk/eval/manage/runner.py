@@ -26,7 +26,7 @@ from typing import Any
 from tqdm import tqdm
 
 from memsdk.client import MemoryClient
-from memsdk.client.policies import TRAINED
+from memsdk.serving.policy_set import TRAINED
 from memsdk.eval.backends import CountingBackend, open_backend, open_embedder
 from memsdk.eval.config import EvalConfig
 from memsdk.eval.manage.metrics import answer_correct, fact_outcomes, summarize, turn_checks
@@ -40,7 +40,7 @@ from memsdk.eval.runner import _calls, _Tally
 from memsdk.llm.base import LLMBackend
 from memsdk.policies.pair_manager import PairManager
 from memsdk.policies.cross_encoder import load_relations
-from memsdk.policies.spec import RolePolicies
+from memsdk.config.roles import RolePolicies
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, PolicyRegistry
 from memsdk.types import MemoryRecord, Tier
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from memsdk.policies.prompts import DEFAULT_PROMPTS
+from memsdk.policies.calling.prompts import DEFAULT_PROMPTS
 from memsdk.registry import PolicyRegistry
 from memsdk_training.cli import RECIPES, build_recipe, main
 from memsdk_training.recipes import read_metrics

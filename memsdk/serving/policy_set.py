@@ -20,23 +20,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from memsdk.pipeline.decisions import ActivePolicies
-from memsdk.client.results import PolicyInfo
+from pydantic import BaseModel, ConfigDict, Field
+
 from memsdk.config import ClientConfig
+from memsdk.config.roles import LLMSpec, MEASURED_DEFAULTS, RolePolicies, label
+from memsdk.embedding import Embedder
 from memsdk.errors import InvalidInput, PolicyError
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
-from memsdk.policies import NAMED, ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, Manager, PolicyConfig, llm_policy_class, load_prompt, split_prompt_id
-from memsdk.policies.custom import is_prompt_policy, plug
-from memsdk.embedding import Embedder
-from memsdk.policies.pair_manager import PairManager
-from memsdk.policies.cross_encoder import load_relations
-from memsdk.policies.plugins import load_installed
-from memsdk.policies.reader import LLMReader, WindowReader
 from memsdk.llm.models import model_key
-from memsdk.policies.spec import MEASURED_DEFAULTS, LLMSpec, RolePolicies, label
-from memsdk.registry import BASE_VERSION, PACKAGED_DIR, ROLES, PolicyRegistry
+from memsdk.pipeline.decisions import ActivePolicies
+from memsdk.policies import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, Manager, NAMED, PolicyConfig, llm_policy_class, load_prompt, split_prompt_id
+from memsdk.policies.cross_encoder import load_relations
+from memsdk.policies.custom import is_prompt_policy, plug
+from memsdk.policies.pair_manager import PairManager
+from memsdk.policies.reader import LLMReader, WindowReader
+from memsdk.registry import BASE_VERSION, PACKAGED_DIR, PolicyRegistry, ROLES
+from memsdk.serving.plugins import load_installed
 
-__all__ = ["Backends", "Endpoint", "PolicySet", "Switch", "rules_manager", "trained_pair_manager"]
+__all__ = ["Backends", "Endpoint", "PolicySet", "Switch", "rules_manager", "trained_pair_manager", "PolicyInfo"]
 
 log = logging.getLogger("memsdk.client")
 
@@ -60,6 +61,21 @@ class Endpoint:
     model: str
     api_key: str | None
     timeout_s: float
+
+
+class PolicyInfo(BaseModel):
+    """What serves one role (`MemoryClient.policies`): its version, model, prompt, where it
+    runs, the versions `rollback` returns to, and why it serves."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: str
+    version: str
+    model: str = Field(description="The model or adapter name requests are routed to.")
+    prompt: str | None = Field(None, description="The prompt id requests are rendered with (None: heuristic, no prompt).")
+    served_by: str = Field("llm", description="'heuristic', 'rules' (a policy without an LLM) or 'llm at URL' / 'llm at in-process'.")
+    previous: list[str] = Field(default_factory=list, description="Versions `rollback` returns to, most recent last.")
+    why: str = Field("", description="Why this serves: the choice (policies='auto' and what measured best, or what was asked for) and where its version came from.")
 
 
 def trained_pair_manager(role: str, version: str, registry: PolicyRegistry, embedder: Embedder | None = None) -> PairManager:

@@ -43,12 +43,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from datetime import timedelta
+from functools import cached_property
 
-from memsdk.policies.heuristic import _HEADER, STOPWORDS, _key, _words
+from memsdk.pipeline.personal_data import DataKind, detect, kinds_named, states_topic, topic_terms
 from memsdk.policies.relations import values_of
-from memsdk.policies.personal_data import DataKind, detect, kinds_named, states_topic, topic_terms
+from memsdk.policies.words import HEADER, STOPWORDS, split_words, word_key
 from memsdk.types import MemoryRecord, Op, Tier
 
 __all__ = ["Forget", "Correction", "classify", "matches", "supersede_ops", "corrected_copy", "typed_values", "MAX_SUPERSEDED"]
@@ -111,9 +111,9 @@ class Forget:
         """What a memory must contain to state the forgotten thing: its numbers when it has
         any ("the old one, 07700 900123": a number names it exactly, "old one" does not),
         else its content words."""
-        words = [w for w in _words(self.about) if w not in STOPWORDS]
+        words = [w for w in split_words(self.about) if w not in STOPWORDS]
         numbers = [w for w in words if any(ch.isdigit() for ch in w)]
-        return frozenset(_key(w) for w in numbers or words)
+        return frozenset(word_key(w) for w in numbers or words)
 
     @cached_property
     def kinds(self) -> frozenset[DataKind]:
@@ -175,7 +175,7 @@ def _states(forget: Forget, text: str) -> bool:
         return True
     if forget.topic and states_topic(forget.topic, text):
         return True
-    return forget.words <= {_key(w) for w in _words(text)}
+    return forget.words <= {word_key(w) for w in split_words(text)}
 
 
 def matches(intent: Forget | Correction, record: MemoryRecord) -> bool:
@@ -218,7 +218,7 @@ def _corrected(correction: Correction, text: str) -> str:
     found = re.search(rf"(?<!\w){re.escape(correction.wrong)}(?!\w)", text, re.I)
     if found is None:
         return text
-    said = _words(text[: found.start()])
+    said = split_words(text[: found.start()])
     stems = {w[:3] for w in said if len(w) >= 3}
 
     def restated(word: str) -> bool:
@@ -306,9 +306,9 @@ def corrected_copy(new: str, old: str) -> str | None:
     guesses which of two dates moved; a name or a city is not a typed value (which one of
     "Mei is coming to dinner on Sunday" would "going out with Lina" replace?), so it is
     never swapped, and an old fact with nothing left beside the swapped value gets no copy."""
-    header = _HEADER.match(old)
+    header = HEADER.match(old)
     head, body = (old[: header.end()], old[header.end():]) if header else ("", old)
-    new_body = _HEADER.sub("", new, count=1)
+    new_body = HEADER.sub("", new, count=1)
     old_values, new_values = typed_values(body), typed_values(new_body)
     swaps: dict[str, str] = {}
     for kind, _ in _TYPED:
@@ -318,9 +318,9 @@ def corrected_copy(new: str, old: str) -> str | None:
             swaps[olds[0]] = news[0]
     if not swaps:
         return None
-    said = {_key(w) for w in _words(new_body)}
+    said = {word_key(w) for w in split_words(new_body)}
     kept = values_of(body) - values_of(" ".join(swaps))
-    if not any(not {_key(w) for w in _words(v)} <= said for v in kept):
+    if not any(not {word_key(w) for w in split_words(v)} <= said for v in kept):
         return None
     for wrong, right in swaps.items():
         body = re.sub(rf"(?<!\w){re.escape(wrong)}(?!\w)", right, body)

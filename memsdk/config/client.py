@@ -4,7 +4,7 @@
     ClientConfig(qdrant_url="http://qdrant:6333",    production: a Qdrant server and a vLLM server
                  llm_base_url="http://vllm:8000", model="smollm2")
     ClientConfig.from_env()                          MEMSDK_DATA_DIR, MEMSDK_QDRANT_URL, MEMSDK_LLM_BASE_URL, ...
-    ClientConfig(policies={"extractor": "heuristic",  per role: see memsdk.policies.spec
+    ClientConfig(policies={"extractor": "heuristic",  per role: see memsdk.config.roles
                            "manager": {"base_url": "http://vllm-7b:8000"}})
 """
 
@@ -17,7 +17,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from memsdk.policies.spec import POLICY_ROLES, RolePolicies
+from memsdk.config.roles import POLICY_ROLES, RolePolicies
 
 __all__ = ["ClientConfig", "default_data_dir"]
 
@@ -47,7 +47,7 @@ class ClientConfig(BaseModel):
         "and manager and the LLM answerer, over any other model or an injected backend 'llm'), 'llm' (every role on the LLM "
         "backend), 'heuristic' (no LLM), or per role "
         "{'extractor': ..., 'manager': ..., 'answerer': ...} with 'llm', 'heuristic', an LLMSpec, an installed policy's name "
-        "or a policy object (memsdk.policies.spec).",
+        "or a policy object (memsdk.config.roles).",
     )
     fallback_to_heuristic: bool = Field(True, description="Use the heuristic policies while the LLM backend is down.")
     announce: bool = Field(True, description="Say on stderr, once per process, what each role serves and why (`client.policies` says it too).")

@@ -53,9 +53,9 @@ def load_prompt(role: str, version: str | None = None) -> PromptTemplate:
     version = version or DEFAULT_PROMPTS.get(role, "v1")
     name = f"{role}.{version}.toml"
     try:
-        text = resources.files("memsdk.policies").joinpath("prompts", name).read_text(encoding="utf-8")
+        text = resources.files("memsdk.policies.calling").joinpath("prompts", name).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ValueError(f"no prompt {name} in memsdk/policies/prompts") from None
+        raise ValueError(f"no prompt {name} in memsdk/policies/calling/prompts") from None
     data = tomllib.loads(text)
     if (data.get("role"), data.get("version")) != (role, version):
         raise ValueError(f"{name} declares role={data.get('role')!r} version={data.get('version')!r}")

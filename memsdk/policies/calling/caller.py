@@ -26,9 +26,9 @@ from pydantic import BaseModel
 from memsdk.effects import Chat, Request, Steps
 from memsdk.errors import PolicyError
 from memsdk.llm.base import AsyncLLMBackend, Choice, Completion, LLMBackend, SamplingParams
-from memsdk.policies.parsing import Parsed, parse
-from memsdk.policies.prompts import PromptTemplate
-from memsdk.policies.schemas import json_schema
+from memsdk.policies.calling.parsing import Parsed, parse
+from memsdk.policies.calling.prompts import PromptTemplate
+from memsdk.policies.calling.schema import json_schema
 
 __all__ = ["PolicyConfig", "PolicyCall", "PolicyStats", "LLMCaller"]
 
