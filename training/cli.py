@@ -5,7 +5,7 @@ The config file (YAML or JSON) fills the recipe's typed config; ``--steps``,
 ``--output-dir`` and ``--device`` override it for quick runs. A run with an existing
 ``<output_dir>/checkpoints/last`` (a curriculum: ``stage-<i>-<n>/last``) resumes from it.
 ``manager-ppo`` is the manager recipe with its PPO config (`ManagerPPOConfig`: gamma, lam,
-vf_coef, value_clip, value_lr), which makes the loop's learner PPO with a value head.
+vf_coef, value_clip, value_lr), whose ``learner: value`` makes the loop's learner PPO with a value head.
 ``pairs`` is the pair manager's classifier (`recipes.pair_classifier`, `configs/pairs.yaml`):
 supervised, with its own trainer; ``--steps`` and ``--device`` do not apply to it.
 ``pairs-cross`` is the cross-encoder served mixed with that head (`recipes.cross_encoder`,
@@ -29,7 +29,7 @@ from .distributed import drop_option, launch_command, launched
 
 __all__ = ["RECIPES", "main", "build_recipe"]
 
-# recipe name -> (module, config class, recipe class), imported only when chosen
+# recipe name -> (module, its config class, its recipe class), imported only when chosen
 RECIPES = {
     "manager": ("manager", "ManagerGRPOConfig", "ManagerRecipe"),
     "manager-ppo": ("manager", "ManagerPPOConfig", "ManagerRecipe"),
@@ -47,11 +47,11 @@ SUPERVISED = {"pairs": "pair_classifier", "pairs-cross": "cross_encoder"}
 def build_recipe(name: str, config_path: str, **overrides: Any) -> Any:
     import importlib
 
-    from .recipes import config as configs
+    from .recipes.config import load_config
 
     module_name, config_name, recipe_name = RECIPES[name]
-    config = configs.load_config(config_path, getattr(configs, config_name), **overrides)
     module = importlib.import_module(f"{__package__}.recipes.{module_name}")
+    config = load_config(config_path, getattr(module, config_name), **overrides)
     return getattr(module, recipe_name)(config)
 
 

@@ -41,7 +41,9 @@ from memsdk import GateFailed, InvalidInput, MemoryClient
 from memsdk.gate import AnswerCase, ManagerCase, log_answer_cases, log_manager_cases
 from memsdk.gate import GateConfig, GateDecision
 
-from .recipes.config import AnswererGRPOConfig, ManagerGRPOConfig, PublishSettings, load_config
+from .recipes.answerer import AnswererGRPOConfig
+from .recipes.config import PublishSettings, load_config
+from .recipes.manager import ManagerGRPOConfig
 
 __all__ = ["Job", "RetrainConfig", "Retrained", "Trainer", "split_states", "retrain", "train_answerer", "train_manager"]
 

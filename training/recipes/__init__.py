@@ -4,11 +4,11 @@ loop          `Recipe`: the loop (setup / train / save_checkpoint / cleanup), `S
 samples       what a sampler returns (`SampledGroup` of `Sampled` members, their `Completion`s), `Sampler`
 learners      `GroupLearner` (GRPO / Dr.GRPO, DAPO filter), `ValueLearner` (PPO with a value head)
 update        `ppo_update`: PPO-clip + KL to the adapter-free model + entropy, over scored rows
-config        typed configs (pydantic), `load_config` for YAML / JSON files
+config        `RecipeConfig`, the configs' shared base (each recipe's own sits in its module), `load_config` for YAML / JSON files
 policy        `Policy` (base + LoRA: scoring; sampling through the runtime's `TransformersBackend`)
 rollouts      in-process or vLLM rollouts (runtime LoRA reload after each update)
 metrics       the JSONL metrics log and the PNG of its curves
-manager       `ManagerRecipe`: Memory-R1's manager, a frozen answerer as the reward (GRPO, or PPO by its config)
+manager       `ManagerRecipe`: Memory-R1's manager, a frozen answerer as the reward (GRPO, or PPO by its config's learner)
 warm_start    supervised warm start of the manager on the heuristic manager's valid replies, before RL
 answerer      `AnswererRecipe`: Memory-R1's answer agent on (question, k memories, gold)
 logo_grpo     `LogoGRPORecipe`: Memory-R2's shared extractor + manager, LoGo groups, curriculum stages
@@ -18,17 +18,21 @@ memagent      `MemAgentRecipe`: MemAgent's reader, Multi-Conv DAPO (one advantag
 dynamic_sampling  `DynamicSampling`: any sampler, with groups whose rewards are all equal drawn again (DAPO)
 """
 
-from .config import AnswererGRPOConfig, LoRASettings, LogoGRPOConfig, ManagerGRPOConfig, ManagerPPOConfig, PublishSettings, RecipeConfig, WriterGRPOConfig, load_config
-from .config import MemAgentDAPOConfig
-from .config import DeltaMemGRPOConfig
+from .answerer import AnswererGRPOConfig
+from .config import LoRASettings, PublishSettings, RecipeConfig, load_config
+from .deltamem import DeltaMemGRPOConfig
 from .dynamic_sampling import DynamicSampling
 from .learners import GroupLearner, Learned, Learner, ValueLearner
+from .logo_grpo import LogoGRPOConfig
 from .loop import Recipe, RecipeData, Stage, step_seed
+from .manager import ManagerGRPOConfig, ManagerPPOConfig
+from .memagent import MemAgentDAPOConfig
 from .metrics import MetricsLog, plot_metrics, read_metrics
 from .policy import Policy, Scored
 from .rollouts import InProcessRollouts, RolloutEngine, VLLMRollouts, rollout_engine
 from .samples import Completion, Sampled, SampledGroup, Sampler
 from .update import Row, UpdateStats, ppo_update, update_metrics
+from .writer import WriterGRPOConfig
 
 __all__ = [
     "AnswererGRPOConfig",

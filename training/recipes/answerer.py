@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import cast
+from typing import Literal, cast
+
+from pydantic import Field
 
 from memsdk.serving.policy_set import rules_manager
 from memsdk.embedding import Embedder
@@ -30,7 +32,7 @@ from memsdk.policies import UNKNOWN, LLMAnswerer, PolicyConfig
 
 from ..env import conversation, locomo_qa, locomo_sessions
 from ..rewards import QA_METRICS, bleu1, exact_match, token_f1
-from .config import AnswererGRPOConfig
+from .config import RecipeConfig
 from .loop import Recipe, RecipeData
 from .manager import make_embedder
 from .policy import Policy
@@ -38,7 +40,24 @@ from .rollouts import RolloutEngine
 from .samples import Sampled, SampledGroup
 from .warm_start import TeacherExample, answer_examples
 
-__all__ = ["AnswerState", "answer_states", "AnswererGroups", "AnswererRecipe"]
+__all__ = ["AnswererGRPOConfig", "AnswerState", "answer_states", "AnswererGroups", "AnswererRecipe"]
+
+
+class AnswererGRPOConfig(RecipeConfig):
+    """Memory-R1's answer agent: (question, top-k memories, gold) with EM or F1."""
+
+    metric: Literal["em", "f1"] = "f1"
+    embedder: Literal["minilm", "hash"] = "minilm"
+    answer_k: int = Field(60, ge=1, description="Memories shown per question (Memory-R1: 60).")
+    train_ids: tuple[str, ...] = ("conv-26",)
+    val_ids: tuple[str, ...] = ("conv-30",)
+    max_train_questions: int | None = 64
+    max_val_questions: int | None = 16
+    max_tokens: int = 48
+    manager: Literal["heuristic", "pairs"] = Field("heuristic", description="The manager (no LLM) the states' banks are built with; 'pairs': the default's, whose retired facts the answerer sees marked.")
+    manage_train_scenarios: int = Field(0, ge=0, description="Management benchmark train scenarios whose current- and previous-state questions join the training states.")
+    manage_val_scenarios: int = Field(0, ge=0, description="Management benchmark val scenarios whose questions join validation (at most max_val_questions of them).")
+
 
 #: a state is the runtime's gate state: the answerer is trained and gated on the same shape
 AnswerState = AnswerCase

@@ -1,4 +1,11 @@
-"""Typed recipe configs: one pydantic model per recipe, loaded from YAML or JSON.
+"""The recipes' shared typed config (pydantic), loaded from YAML or JSON.
+
+`RecipeConfig` holds what every on-policy recipe needs (model, LoRA, sampling, loss,
+schedule, device); each recipe's own config derives from it and sits beside the recipe
+(`manager.ManagerGRPOConfig` and `ManagerPPOConfig`, `answerer.AnswererGRPOConfig`,
+`logo_grpo.LogoGRPOConfig`, `writer.WriterGRPOConfig`, `memagent.MemAgentDAPOConfig`,
+`deltamem.DeltaMemGRPOConfig`), so the shared modules (loop, learners, update, policy,
+rollouts) read `RecipeConfig` alone and never import a recipe.
 
 Every field has a default that runs on a CPU; a config file only names what it changes
 (``training/configs/*.yaml``). Unknown keys are errors, so a typo never silently trains
@@ -15,25 +22,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, NamedTuple, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..losses import AggregationMode, KLEstimator, PPOClipConfig, RatioLevel
 
-__all__ = [
-    "LoRASettings",
-    "PublishSettings",
-    "RecipeConfig",
-    "ManagerGRPOConfig",
-    "ManagerPPOConfig",
-    "AnswererGRPOConfig",
-    "LogoGRPOConfig",
-    "WriterGRPOConfig",
-    "DeltaMemGRPOConfig",
-    "MemAgentDAPOConfig",
-    "load_config",
-]
+__all__ = ["LoRASettings", "PublishSettings", "RecipeConfig", "ValueSettings", "load_config"]
 
 
 class _Config(BaseModel):
@@ -53,6 +48,17 @@ class PublishSettings(_Config):
     registry_dir: str
     version: str
     promote: bool = Field(False, description="Let clients that watch the registry switch without being asked.")
+
+
+class ValueSettings(NamedTuple):
+    """What PPO with a value head (`learners.ValueLearner`) reads beside `RecipeConfig`: a
+    config that may name ``learner: value`` has a field of each name (`manager.ManagerPPOConfig`)."""
+
+    gamma: float
+    lam: float
+    vf_coef: float
+    value_clip: float | None
+    value_lr: float | None
 
 
 class RecipeConfig(_Config):
@@ -82,6 +88,10 @@ class RecipeConfig(_Config):
         default_factory=list, description="rollout_backend 'vllm': several such servers (replicas); requests are spread across them and every update reloads the adapter on each."
     )
     # -- loss ----------------------------------------------------------------------------------
+    learner: Literal["group", "value"] = Field(
+        "group", description="The loop's learner (`learners.learner_for`): 'group' is GRPO's group baseline, 'value' PPO with a "
+        "value head, which only a config with the value head's settings (`ValueSettings`: ManagerPPOConfig) may name.",
+    )
     lr: float = Field(1e-5, gt=0.0)
     weight_decay: float = 0.0
     max_grad_norm: float | None = 1.0
@@ -115,6 +125,19 @@ class RecipeConfig(_Config):
     progress: bool = True
     publish: PublishSettings | None = None
 
+    @field_validator("learner")
+    @classmethod
+    def _value_learner_needs_its_settings(cls, learner: str) -> str:
+        # a YAML file may name the learner, but gamma & co. exist only on a PPO config: refused
+        # here, the error names the field instead of the value learner failing at setup
+        missing = [name for name in ValueSettings._fields if name not in cls.model_fields]
+        if learner == "value" and missing:
+            raise ValueError(
+                f"'value' (PPO with a value head) needs {', '.join(missing)}, which {cls.__name__} does not have: "
+                "use a PPO config (ManagerPPOConfig, `train manager-ppo`)"
+            )
+        return learner
+
     @model_validator(mode="after")
     def _vllm_needs_url(self) -> "RecipeConfig":
         if self.rollout_backend == "vllm" and not self.rollout_servers:
@@ -137,203 +160,10 @@ class RecipeConfig(_Config):
     def clip(self) -> PPOClipConfig:
         return PPOClipConfig(self.clip_eps_low, self.clip_eps_high, self.dual_clip_c, self.log_ratio_cap, self.ratio_level, self.aggregation)
 
+    def value_settings(self) -> ValueSettings:
+        """The value head's settings, from the fields of those names (``learner: value`` ensures they exist)."""
+        return ValueSettings._make(getattr(self, name) for name in ValueSettings._fields)
 
-class ManagerGRPOConfig(RecipeConfig):
-    """Memory-R1's manager: LoCoMo per-turn states, reward = EM (or F1) of a frozen answerer."""
-
-    metric: Literal["em", "f1"] = "em"
-    format_reward: float = Field(
-        0.0, ge=0.0,
-        description="Added when a reply parses and its ops pass the guard and the bank (0: the paper's EM/F1 only). "
-        "A small model whose replies never parse gets equal rewards in every group, hence no signal, without it.",
-    )
-    answerer: Literal["extractive", "base-llm"] = Field(
-        "extractive", description="The frozen answer agent: the extractive heuristic, or the base model (adapter off)."
-    )
-    embedder: Literal["minilm", "hash"] = "minilm"
-    related_k: int = Field(5, ge=1)
-    answer_k: int = Field(60, ge=1)
-    qa_per_group: int | None = Field(2, description="Questions judging a group, drawn once per group.")
-    train_ids: tuple[str, ...] = ("conv-26",)
-    val_ids: tuple[str, ...] = ("conv-30",)
-    max_train_states: int | None = 32
-    max_val_states: int | None = 8
-    max_tokens: int = 96
-    states: Literal["locomo", "manage"] = Field(
-        "locomo", description="LoCoMo's turns judged by the answerer, or the management benchmark's turns judged by its gold state "
-        "(`env.manage`: the reward is the share of the gold state that holds; the warm start teaches the gold ops).",
-    )
-    manage_scenarios: tuple[int, int] = Field((120, 40), description="Train and val scenarios of the management benchmark, when states='manage'.")
-    prompt_version: str | None = Field(None, description="The manager prompt trained and published with (None: the role's default; 'v4' lets an ADD name what it replaces).")
-
-
-class ManagerPPOConfig(ManagerGRPOConfig):
-    """Memory-R1's manager with PPO: a value head on the policy's last hidden state is the baseline.
-
-    Advantages are GAE over the reply's tokens with the reward on its last token, so no group
-    statistics are needed: ``group_size`` may be 1, and no group is ever dropped
-    (``drop_zero_variance`` and ``scale_by_std`` do not apply).
-    """
-
-    group_size: int = Field(4, ge=1, description="Replies per state: more rows from one state, not a baseline.")
-    drop_zero_variance: bool = Field(False, description="Must stay False: the critic, not the group, is the baseline.")
-    gamma: float = Field(1.0, ge=0.0, le=1.0, description="GAE discount over the reply's tokens.")
-    lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda: 1 is Monte Carlo returns, 0 is one-step TD.")
-    vf_coef: float = Field(0.1, ge=0.0, description="Weight of the value loss in the shared-backbone loss.")
-    value_clip: float | None = Field(0.2, gt=0.0, description="Clip of V around the values the advantages used; None: unclipped.")
-    value_lr: float | None = Field(None, gt=0.0, description="The value head's learning rate; None: lr.")
-
-    @model_validator(mode="after")
-    def _no_group_dropping(self) -> ManagerPPOConfig:
-        if self.drop_zero_variance:
-            raise ValueError("PPO does not drop zero-variance groups: the value head is the baseline")
-        return self
-
-
-class AnswererGRPOConfig(RecipeConfig):
-    """Memory-R1's answer agent: (question, top-k memories, gold) with EM or F1."""
-
-    metric: Literal["em", "f1"] = "f1"
-    embedder: Literal["minilm", "hash"] = "minilm"
-    answer_k: int = Field(60, ge=1, description="Memories shown per question (Memory-R1: 60).")
-    train_ids: tuple[str, ...] = ("conv-26",)
-    val_ids: tuple[str, ...] = ("conv-30",)
-    max_train_questions: int | None = 64
-    max_val_questions: int | None = 16
-    max_tokens: int = 48
-    manager: Literal["heuristic", "pairs"] = Field("heuristic", description="The manager (no LLM) the states' banks are built with; 'pairs': the default's, whose retired facts the answerer sees marked.")
-    manage_train_scenarios: int = Field(0, ge=0, description="Management benchmark train scenarios whose current- and previous-state questions join the training states.")
-    manage_val_scenarios: int = Field(0, ge=0, description="Management benchmark val scenarios whose questions join validation (at most max_val_questions of them).")
-
-
-class LogoGRPOConfig(RecipeConfig):
-    """Memory-R2: one backbone for extractor + manager, LoGo-GRPO over session episodes."""
-
-    p_local: float = Field(0.5, ge=0.0, le=1.0, description="Per session, the chance of a local branch.")
-    rerolls: int = Field(4, ge=2, description="m re-rolls from the anchor state per local group.")
-    curriculum: tuple[int, ...] = Field((8, 16, 32), description="Sessions per episode, stage by stage.")
-    chunk_turns: int = Field(4, ge=1)
-    related_k: int = Field(5, ge=1)
-    answer_k: int = Field(60, ge=1)
-    qa_per_session: int | None = 2
-    alpha: float = 0.7
-    lambda_comp: float = 0.3
-    embedder: Literal["minilm", "hash"] = "minilm"
-    answerer: Literal["extractive", "base-llm"] = "extractive"
-    train_ids: tuple[str, ...] = ("conv-26",)
-    val_ids: tuple[str, ...] = ("conv-30",)
-    # Memory-R2's public settings
-    group_size: int = 4
-    prompts_per_step: int = 1
-    lr: float = 2e-6
-    ppo_epochs: int = 2
-    dual_clip_c: float | None = 3.0
-    ratio_level: RatioLevel = "step"
-    aggregation: AggregationMode = "step-mean"
-    entropy_coef: float = 0.001
-    max_tokens: int = 96
-
-
-class WriterGRPOConfig(RecipeConfig):
-    """Mem-alpha's writer: GRPO without the KL term over windows of LoCoMo sessions, chunked;
-    R_t = R1 + R2_t + w3 * R3 + w4 * R4_t (`env.writer_env`)."""
-
-    kl_coef: float = Field(0.0, ge=0.0, description="Mem-alpha removes the KL term to let the writer explore; 0 also skips the reference pass.")
-    w3: float = Field(0.05, description="Weight of the compression reward R3 (Mem-alpha's code: 0.05).")
-    w4: float = Field(0.1, description="Weight of the content-validity reward R4 (Mem-alpha's code: 0.1).")
-    metric: Literal["em", "f1"] = Field("f1", description="R1's per-question score.")
-    answerer: Literal["extractive", "base-llm"] = "extractive"
-    embedder: Literal["minilm", "hash"] = "minilm"
-    judge: Literal["grounded", "llm"] = Field("grounded", description="R4's judge: the grounding rule, or any OpenAI-compatible model at judge_url.")
-    judge_url: str | None = None
-    judge_model: str | None = None
-    chunk_turns: int = Field(4, ge=1, description="Turns per write step (one writer call per chunk).")
-    sessions_per_sample: int = Field(1, ge=1, description="Consecutive LoCoMo sessions in one sample (one rollout).")
-    related_k: int = Field(5, ge=1, description="Semantic memories shown per step, beside the core memory.")
-    answer_k: int = Field(30, ge=1, description="Memories retrieved per question for R1.")
-    qa_per_sample: int | None = Field(4, description="Questions judging a group, drawn once per group.")
-    train_ids: tuple[str, ...] = ("conv-26",)
-    val_ids: tuple[str, ...] = ("conv-30",)
-    max_train_samples: int | None = 8
-    max_val_samples: int | None = 2
-    group_size: int = Field(4, ge=2, description="Rollouts per sample: each write step's group.")
-    prompts_per_step: int = Field(1, ge=1, description="Samples per optimisation step.")
-    max_tokens: int = 256
-
-    @model_validator(mode="after")
-    def _llm_judge_needs_url(self) -> "WriterGRPOConfig":
-        if self.judge == "llm" and not self.judge_url:
-            raise ValueError("judge 'llm' needs judge_url (any OpenAI-compatible server)")
-        return self
-
-
-class MemAgentDAPOConfig(RecipeConfig):
-    """MemAgent's reader with Multi-Conv DAPO over long-document QA samples cut from LoCoMo
-    (`recipes.memagent`): one advantage per rollout, R - mean R (Dr.GRPO: no std), shared by
-    every token of every conversation; token-mean loss; asymmetric clip; uniform groups redrawn."""
-
-    clip_eps_low: float = 0.2
-    clip_eps_high: float = Field(0.28, description="DAPO's clip-higher: more room for a rising token's probability.")
-    aggregation: AggregationMode = Field("token-mean", description="Every token of every conversation weighs the same (Multi-Conv DAPO).")
-    scale_by_std: bool = Field(False, description="Dr.GRPO, as MemAgent: A_i = R_i - mean R.")
-    drop_zero_variance: bool = True
-    kl_coef: float = Field(0.001, ge=0.0, description="The seed's Multi-Conv DAPO objective keeps beta * KL(pi || pi_ref) (k3); 0 drops it and its reference pass.")
-    max_redraws: int = Field(2, ge=0, description="Dynamic sampling: a group whose rewards are all equal is drawn again with fresh seeds, at most this often.")
-    answerer: Literal["policy", "extractive", "base-llm"] = Field(
-        "policy", description="Who answers from the final memory: the policy itself (MemAgent; the answer call is trained too), "
-        "or a frozen answerer (the extractive heuristic, the base model with the adapter off; then only the reader is trained).",
-    )
-    budget_tokens: int = Field(64, ge=16, le=500, description="The memory's budget (client.read's budget_tokens). An answer is shown "
-                               "the first 300 characters of a memory (~75 tokens), so a larger memory is cut when it is used.")
-    chunk_tokens: int = Field(256, ge=32, description="Tokens per chunk (client.read's chunk_tokens): one reader conversation each.")
-    sessions_per_sample: int = Field(1, ge=1, description="Consecutive LoCoMo sessions rendered as one document (one sample).")
-    qa_per_sample: int | None = Field(2, description="Questions asked from the final memory, drawn once per group.")
-    train_ids: tuple[str, ...] = ("conv-26",)
-    val_ids: tuple[str, ...] = ("conv-30",)
-    max_train_samples: int | None = 8
-    max_val_samples: int | None = 2
-    group_size: int = Field(4, ge=2, description="Rollouts per sample: one group.")
-    prompts_per_step: int = Field(1, ge=1, description="Samples per optimisation step.")
-    max_tokens: int = Field(512, ge=1, description="A cap on each call's reply; the runtime's own budgets (the reader's from budget_tokens, the answerer's 64) apply below it.")
-
-    @model_validator(mode="after")
-    def _no_reader_registry_role(self) -> "MemAgentDAPOConfig":
-        if self.publish is not None:
-            raise ValueError("publish: the policy registry has no reader role yet; load the adapter from <output_dir>/checkpoints/best")
-        return self
-
-
-class DeltaMemGRPOConfig(RecipeConfig):
-    """DeltaMem's manager: GRPO over (turns, bank before, target bank after) triples built by a
-    teacher's run over LoCoMo (`env.deltamem_targets`); R = 0.1 format + 0.1 retrieval + 0.8
-    soft-state F1 (`env.deltamem_env`), every call of a rollout's trace a row with its advantage."""
-
-    teacher: Literal["heuristic", "llm"] = Field("heuristic", description="Who builds the target states: the heuristic policies, or any OpenAI-compatible model at teacher_url as the manager.")
-    teacher_url: str | None = None
-    teacher_model: str | None = None
-    teacher_prompt: str = Field("deltamem/v1", description="The LLM teacher's manager prompt.")
-    embedder: Literal["minilm", "hash"] = "minilm"
-    turns_per_state: int = Field(1, ge=1, description="Turns of one session per state (large: whole sessions, DeltaMem's unit).")
-    related_k: int = Field(5, ge=1, description="Memories shown before any lookup.")
-    max_lookups: int = Field(2, ge=0, description="Searches the manager may make before its ops.")
-    lookup_k: int = Field(5, ge=1, description="Memories one search returns.")
-    tau: float = Field(0.5, description="Phi threshold of the soft state F1's matching (cosine of the embedder's vectors).")
-    w_format: float = 0.1
-    w_retrieval: float = 0.1
-    w_state: float = 0.8
-    train_ids: tuple[str, ...] = ("conv-26",)
-    val_ids: tuple[str, ...] = ("conv-30",)
-    max_train_states: int | None = 16
-    max_val_states: int | None = 4
-    group_size: int = Field(4, ge=2, description="Rollouts per state: one group.")
-    prompts_per_step: int = Field(2, ge=1)
-    max_tokens: int = Field(64, ge=1, description="Per call (a search or the final ops).")
-
-    @model_validator(mode="after")
-    def _llm_teacher_needs_url(self) -> "DeltaMemGRPOConfig":
-        if self.teacher == "llm" and not self.teacher_url:
-            raise ValueError("teacher 'llm' needs teacher_url (any OpenAI-compatible server)")
-        return self
 
 C = TypeVar("C", bound=RecipeConfig)
 

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
 
 from memsdk.embedding import Embedder
 from memsdk.llm.base import SamplingParams
@@ -33,7 +35,7 @@ from memsdk.llm.base import SamplingParams
 from ..env.deltamem_env import TERMS, DeltaMemEnv, DeltaRollout
 from ..env.deltamem_targets import TargetTriple, heuristic_teacher, llm_teacher, locomo_triples
 from ..rewards.deltamem import DeltaMemConfig
-from .config import DeltaMemGRPOConfig
+from .config import RecipeConfig
 from .loop import Recipe, RecipeData, step_seed
 from .manager import make_embedder
 from .metrics import DEFAULT_CURVES
@@ -41,7 +43,40 @@ from .policy import Policy
 from .rollouts import RolloutEngine
 from .samples import Completion, Sampled, SampledGroup
 
-__all__ = ["DeltaMemSampler", "DeltaMemRecipe", "rollout_sample", "TERMS"]
+__all__ = ["DeltaMemGRPOConfig", "DeltaMemSampler", "DeltaMemRecipe", "rollout_sample", "TERMS"]
+
+
+class DeltaMemGRPOConfig(RecipeConfig):
+    """DeltaMem's manager: GRPO over (turns, bank before, target bank after) triples built by a
+    teacher's run over LoCoMo (`env.deltamem_targets`); R = 0.1 format + 0.1 retrieval + 0.8
+    soft-state F1 (`env.deltamem_env`), every call of a rollout's trace a row with its advantage."""
+
+    teacher: Literal["heuristic", "llm"] = Field("heuristic", description="Who builds the target states: the heuristic policies, or any OpenAI-compatible model at teacher_url as the manager.")
+    teacher_url: str | None = None
+    teacher_model: str | None = None
+    teacher_prompt: str = Field("deltamem/v1", description="The LLM teacher's manager prompt.")
+    embedder: Literal["minilm", "hash"] = "minilm"
+    turns_per_state: int = Field(1, ge=1, description="Turns of one session per state (large: whole sessions, DeltaMem's unit).")
+    related_k: int = Field(5, ge=1, description="Memories shown before any lookup.")
+    max_lookups: int = Field(2, ge=0, description="Searches the manager may make before its ops.")
+    lookup_k: int = Field(5, ge=1, description="Memories one search returns.")
+    tau: float = Field(0.5, description="Phi threshold of the soft state F1's matching (cosine of the embedder's vectors).")
+    w_format: float = 0.1
+    w_retrieval: float = 0.1
+    w_state: float = 0.8
+    train_ids: tuple[str, ...] = ("conv-26",)
+    val_ids: tuple[str, ...] = ("conv-30",)
+    max_train_states: int | None = 16
+    max_val_states: int | None = 4
+    group_size: int = Field(4, ge=2, description="Rollouts per state: one group.")
+    prompts_per_step: int = Field(2, ge=1)
+    max_tokens: int = Field(64, ge=1, description="Per call (a search or the final ops).")
+
+    @model_validator(mode="after")
+    def _llm_teacher_needs_url(self) -> "DeltaMemGRPOConfig":
+        if self.teacher == "llm" and not self.teacher_url:
+            raise ValueError("teacher 'llm' needs teacher_url (any OpenAI-compatible server)")
+        return self
 
 
 def rollout_sample(rollout: DeltaRollout) -> Sampled:

@@ -9,8 +9,8 @@ GroupLearner (GRPO, Dr.GRPO; every recipe but PPO)
     ``drop_zero_variance``); every call of a member is a row with the member's advantage;
     then `update.ppo_update`: PPO-clip + KL to the adapter-free model + entropy.
 
-ValueLearner (Memory-R1's PPO variant, a ``ManagerPPOConfig``): a critic, not the group, is
-the baseline.
+ValueLearner (Memory-R1's PPO variant, ``learner: value``: a ``ManagerPPOConfig``): a critic,
+not the group, is the baseline.
 
     V(s_l)    = w . h_l + b        h_l: the policy's last hidden state at the column whose
                                    logits predict reply token l (the same forward pass that
@@ -48,10 +48,10 @@ import torch
 from ..advantages import GroupedAdvantages, grouped_advantages, nonzero_variance
 from ..distributed import World
 from ..losses import clipped_value_loss, explained_variance, gae, terminal_rewards, whiten
-from .config import ManagerPPOConfig, RecipeConfig
+from .config import RecipeConfig
 from .policy import Policy
 from .samples import SampledGroup
-from .update import Row, UpdateStats, policy_loss, ppo_update, run_epochs
+from .update import Row, UpdateStats, policy_loss, ppo_update, run_epochs, score_old
 
 __all__ = [
     "Learned", "Learner", "GroupLearner", "ValueLearner", "learner_for",
@@ -160,11 +160,14 @@ class _Old(NamedTuple):
 
 
 @torch.no_grad()
-def _score_old(policy: Policy, value_head: ValueHead, batch: Sequence[Reply]) -> _Old:
-    prompts, completions = [r.prompt for r in batch], [r.completion for r in batch]
-    old = policy.score(prompts, completions, with_hidden=True)
-    assert old.hidden is not None
-    return _Old(old.logp, policy.score(prompts, completions, reference=True).logp, value_head(old.hidden), old.mask)
+def _score_old_values(policy: Policy, value_head: ValueHead, batch: Sequence[Reply]) -> _Old:
+    """`update.score_old` with both passes whatever the config, then V_old from the head (under
+    no_grad, like the passes). pi_old's pass is always needed: V_old reads its hidden states and
+    GAE its mask; pi_ref's runs even with kl_coef 0, so the KL is logged though it weighs 0."""
+    scored = score_old(policy, [r.prompt for r in batch], [r.completion for r in batch], old=True, reference=True, with_hidden=True)
+    old = scored.pi_old
+    assert old is not None and old.hidden is not None and scored.ref_logp is not None
+    return _Old(old.logp, scored.ref_logp, value_head(old.hidden), old.mask)
 
 
 def _pad_cat(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -181,7 +184,7 @@ def _gather_rows(world: World, local: Sequence[torch.Tensor], device: torch.devi
 
 
 def value_ppo_update(
-    policy: Policy, value_head: ValueHead, optimizer: torch.optim.Optimizer, replies: Sequence[Reply], config: ManagerPPOConfig,
+    policy: Policy, value_head: ValueHead, optimizer: torch.optim.Optimizer, replies: Sequence[Reply], config: RecipeConfig,
     world: World = World(),
 ) -> tuple[UpdateStats | None, dict[str, float]]:  # fmt: skip
     """``config.ppo_epochs`` passes of L (module docstring) over ``replies``, one optimizer step per pass.
@@ -189,20 +192,22 @@ def value_ppo_update(
     Returns the policy's stats and the critic's: value_loss, value_clip_fraction, and, from
     the values the advantages were computed with, explained_variance (V_old against G) and
     value_mean (mean V_old over the reply tokens). ``replies`` are the whole step's; this
-    rank scores and backpropagates its share.
+    rank scores and backpropagates its share. ``config`` has the value head's settings
+    (`RecipeConfig.value_settings`).
     """
     if not replies:
         return None, {}
+    value = config.value_settings()
     size, part = config.micro_batch_size, world.part(len(replies))
     starts = range(part.start, part.stop, size)  # indices into the whole step's replies
     batches = [replies[i : min(i + size, part.stop)] for i in starts]
-    olds = [_score_old(policy, value_head, b) for b in batches]
+    olds = [_score_old_values(policy, value_head, b) for b in batches]
     # GAE runs row by row, so padding micro-batches to one width changes nothing; the whitening
     # statistics must be the whole step's, not each micro-batch's (nor each rank's)
     values = _gather_rows(world, [o.values for o in olds], policy.device)
     mask = _gather_rows(world, [o.mask for o in olds], policy.device)
     rewards = torch.tensor([r.reward for r in replies], dtype=values.dtype, device=values.device)  # [N]
-    targets = ppo_targets(rewards, values, mask, config.gamma, config.lam)
+    targets = ppo_targets(rewards, values, mask, value.gamma, value.lam)
 
     def micro_loss(k: int) -> tuple[torch.Tensor, dict[str, float]]:
         batch, old = batches[k], olds[k]
@@ -210,8 +215,8 @@ def value_ppo_update(
         new = policy.score([r.prompt for r in batch], [r.completion for r in batch], with_logits=True, with_hidden=True)
         assert new.hidden is not None
         pl = policy_loss(new, old.logp, old.ref_logp, targets.advantages[rows, :width], config)
-        vl = clipped_value_loss(value_head(new.hidden), old.values, targets.returns[rows, :width], new.mask, config.value_clip, config.aggregation)
-        return pl.loss + config.vf_coef * vl.loss, {**pl.stats, "value_loss": float(vl.loss.detach()), "value_clip_fraction": float(vl.clip_fraction)}
+        vl = clipped_value_loss(value_head(new.hidden), old.values, targets.returns[rows, :width], new.mask, value.value_clip, config.aggregation)
+        return pl.loss + value.vf_coef * vl.loss, {**pl.stats, "value_loss": float(vl.loss.detach()), "value_clip_fraction": float(vl.clip_fraction)}
 
     params = [*policy.trainable_parameters(), *value_head.parameters()]
     totals = run_epochs(optimizer, params, [len(b) / len(replies) for b in batches], micro_loss, config, world)
@@ -222,21 +227,20 @@ def value_ppo_update(
     return UpdateStats(*(totals[name] for name in UpdateStats._fields)), critic
 
 
-
-
 class ValueLearner:
     """PPO with a value head (module docstring): every reply with a token is a row."""
 
     name = "ppo"
     curves: tuple[str, ...] = ("value_loss", "explained_variance", "value_mean")
 
-    def __init__(self, config: ManagerPPOConfig, policy: Policy, world: World = World()) -> None:
+    def __init__(self, config: RecipeConfig, policy: Policy, world: World = World()) -> None:
         self.config, self.world = config, world
+        self.settings = config.value_settings()  # a config without them fails here, not at the first step
         self.value_head = ValueHead(policy.model.config.hidden_size).to(policy.device)
         self.modules: dict[str, torch.nn.Module] = {"value_head": self.value_head}
 
     def param_groups(self) -> list[dict[str, Any]]:
-        return [{"params": list(self.value_head.parameters()), "lr": self.config.value_lr or self.config.lr}]
+        return [{"params": list(self.value_head.parameters()), "lr": self.settings.value_lr or self.config.lr}]
 
     def learn(self, policy: Policy, optimizer: torch.optim.Optimizer, groups: Sequence[SampledGroup]) -> Learned:
         replies = [Reply(c.prompt, c.token_ids, s.reward) for g in groups for s in g.samples for c in s.completions if c.token_ids]
@@ -247,7 +251,7 @@ class ValueLearner:
 
 
 def learner_for(config: RecipeConfig, policy: Policy, world: World = World()) -> Learner:
-    """PPO with a value head for a PPO config, else group-normalised GRPO."""
-    if isinstance(config, ManagerPPOConfig):
+    """The config's ``learner``: PPO with a value head ('value'), or group-normalised GRPO ('group')."""
+    if config.learner == "value":
         return ValueLearner(config, policy, world)
     return GroupLearner(config, world)

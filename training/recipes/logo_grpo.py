@@ -33,6 +33,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
 
 from memsdk.embedding import Embedder
 from memsdk.llm.base import SamplingParams
@@ -40,15 +43,44 @@ from memsdk.policies import Answerer, PolicyConfig
 
 from ..advantages import LogoGroup
 from ..env import Episode, EpisodeConfig, EpisodeRollout, EpisodeRunner, SessionOutcome, locomo_episode
+from ..losses import AggregationMode, RatioLevel
 from ..rewards import SessionRewardConfig
-from .config import LogoGRPOConfig
+from .config import RecipeConfig
 from .loop import Recipe, RecipeData, Stage
 from .manager import frozen_answerer, make_embedder
 from .policy import Policy
 from .rollouts import RolloutEngine
 from .samples import Completion, Sampled, SampledGroup
 
-__all__ = ["LogoStep", "LogoSampler", "LogoGRPORecipe"]
+__all__ = ["LogoGRPOConfig", "LogoStep", "LogoSampler", "LogoGRPORecipe"]
+
+
+class LogoGRPOConfig(RecipeConfig):
+    """Memory-R2: one backbone for extractor + manager, LoGo-GRPO over session episodes."""
+
+    p_local: float = Field(0.5, ge=0.0, le=1.0, description="Per session, the chance of a local branch.")
+    rerolls: int = Field(4, ge=2, description="m re-rolls from the anchor state per local group.")
+    curriculum: tuple[int, ...] = Field((8, 16, 32), description="Sessions per episode, stage by stage.")
+    chunk_turns: int = Field(4, ge=1)
+    related_k: int = Field(5, ge=1)
+    answer_k: int = Field(60, ge=1)
+    qa_per_session: int | None = 2
+    alpha: float = 0.7
+    lambda_comp: float = 0.3
+    embedder: Literal["minilm", "hash"] = "minilm"
+    answerer: Literal["extractive", "base-llm"] = "extractive"
+    train_ids: tuple[str, ...] = ("conv-26",)
+    val_ids: tuple[str, ...] = ("conv-30",)
+    # Memory-R2's public settings
+    group_size: int = 4
+    prompts_per_step: int = 1
+    lr: float = 2e-6
+    ppo_epochs: int = 2
+    dual_clip_c: float | None = 3.0
+    ratio_level: RatioLevel = "step"
+    aggregation: AggregationMode = "step-mean"
+    entropy_coef: float = 0.001
+    max_tokens: int = 96
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,7 @@ class Recipe(abc.ABC, Generic[S]):
         """Build the sampler and the train / validation states."""
 
     def make_learner(self, policy: Policy) -> Learner:
-        """GRPO over the groups, or PPO with a value head when the config is a PPO config."""
+        """GRPO over the groups, or PPO with a value head when the config's ``learner`` is 'value'."""
         return learner_for(self.config, policy, self.world)
 
     def make_stages(self) -> list[Stage[S]]:

@@ -29,9 +29,10 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import torch
+from pydantic import Field, model_validator
 
 from memsdk.embedding import Embedder
 from memsdk.llm.base import LLMBackend, SamplingParams
@@ -40,14 +41,69 @@ from memsdk.policies import Answerer, ExtractiveAnswerer, LLMAnswerer, LLMManage
 from ..env import EnvConfig, ManagerEnv, MemoryState, locomo_states
 from ..env.manage import gold_ops, manage_states
 from ..rewards import exact_match
-from .config import ManagerGRPOConfig
+from .config import RecipeConfig
 from .loop import Recipe, RecipeData
 from .policy import Policy
 from .rollouts import RolloutEngine
 from .samples import Sampled, SampledGroup
 from .warm_start import TeacherExample, teacher_examples
 
-__all__ = ["ManagerGroups", "ManagerRecipe", "make_embedder", "frozen_answerer"]
+__all__ = ["ManagerGRPOConfig", "ManagerPPOConfig", "ManagerGroups", "ManagerRecipe", "make_embedder", "frozen_answerer"]
+
+
+class ManagerGRPOConfig(RecipeConfig):
+    """Memory-R1's manager: LoCoMo per-turn states, reward = EM (or F1) of a frozen answerer."""
+
+    metric: Literal["em", "f1"] = "em"
+    format_reward: float = Field(
+        0.0, ge=0.0,
+        description="Added when a reply parses and its ops pass the guard and the bank (0: the paper's EM/F1 only). "
+        "A small model whose replies never parse gets equal rewards in every group, hence no signal, without it.",
+    )
+    answerer: Literal["extractive", "base-llm"] = Field(
+        "extractive", description="The frozen answer agent: the extractive heuristic, or the base model (adapter off)."
+    )
+    embedder: Literal["minilm", "hash"] = "minilm"
+    related_k: int = Field(5, ge=1)
+    answer_k: int = Field(60, ge=1)
+    qa_per_group: int | None = Field(2, description="Questions judging a group, drawn once per group.")
+    train_ids: tuple[str, ...] = ("conv-26",)
+    val_ids: tuple[str, ...] = ("conv-30",)
+    max_train_states: int | None = 32
+    max_val_states: int | None = 8
+    max_tokens: int = 96
+    states: Literal["locomo", "manage"] = Field(
+        "locomo", description="LoCoMo's turns judged by the answerer, or the management benchmark's turns judged by its gold state "
+        "(`env.manage`: the reward is the share of the gold state that holds; the warm start teaches the gold ops).",
+    )
+    manage_scenarios: tuple[int, int] = Field((120, 40), description="Train and val scenarios of the management benchmark, when states='manage'.")
+    prompt_version: str | None = Field(None, description="The manager prompt trained and published with (None: the role's default; 'v4' lets an ADD name what it replaces).")
+
+
+class ManagerPPOConfig(ManagerGRPOConfig):
+    """Memory-R1's manager with PPO: a value head on the policy's last hidden state is the baseline.
+
+    Advantages are GAE over the reply's tokens with the reward on its last token, so no group
+    statistics are needed: ``group_size`` may be 1, and no group is ever dropped
+    (``drop_zero_variance`` and ``scale_by_std`` do not apply).
+    """
+
+    learner: Literal["value"] = Field(
+        "value", description="Always PPO with a value head: groups of 1 and groups never dropped only work with the critic as the baseline."
+    )
+    group_size: int = Field(4, ge=1, description="Replies per state: more rows from one state, not a baseline.")
+    drop_zero_variance: bool = Field(False, description="Must stay False: the critic, not the group, is the baseline.")
+    gamma: float = Field(1.0, ge=0.0, le=1.0, description="GAE discount over the reply's tokens.")
+    lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda: 1 is Monte Carlo returns, 0 is one-step TD.")
+    vf_coef: float = Field(0.1, ge=0.0, description="Weight of the value loss in the shared-backbone loss.")
+    value_clip: float | None = Field(0.2, gt=0.0, description="Clip of V around the values the advantages used; None: unclipped.")
+    value_lr: float | None = Field(None, gt=0.0, description="The value head's learning rate; None: lr.")
+
+    @model_validator(mode="after")
+    def _no_group_dropping(self) -> ManagerPPOConfig:
+        if self.drop_zero_variance:
+            raise ValueError("PPO does not drop zero-variance groups: the value head is the baseline")
+        return self
 
 
 def make_embedder(kind: str) -> Embedder:
@@ -101,7 +157,7 @@ class ManagerGroups:
 
 class ManagerRecipe(Recipe[MemoryState]):
     role = "manager"
-    config: ManagerGRPOConfig  # a ManagerPPOConfig makes the learner PPO with a value head
+    config: ManagerGRPOConfig  # a ManagerPPOConfig (learner 'value') makes the learner PPO with a value head
 
     def __init__(self, config: ManagerGRPOConfig, *, states: tuple[Sequence[MemoryState], Sequence[MemoryState]] | None = None) -> None:
         """``states``: (train, validation) to train on instead of LoCoMo's, e.g. an app's logged

@@ -33,7 +33,9 @@ import itertools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
 
 from memsdk.llm.base import SamplingParams
 from memsdk.policies import Answerer, LLMAnswerer, PolicyConfig
@@ -43,7 +45,8 @@ from memsdk.types import Scope
 from ..env import sample_qa
 from ..env.memagent_env import ReadRollout, roll_out_read
 from ..env.state import QAItem
-from .config import MemAgentDAPOConfig
+from ..losses import AggregationMode
+from .config import RecipeConfig
 from .dynamic_sampling import DynamicSampling
 from .learners import Learned
 from .loop import Recipe, RecipeData, step_seed
@@ -54,7 +57,44 @@ from .rollouts import RolloutEngine
 from .samples import Completion, Sampled, SampledGroup
 from .writer import questions, session_windows
 
-__all__ = ["ReadSample", "MemAgentEnv", "MemAgentRecipe", "read_samples", "to_sampled", "TERMS"]
+__all__ = ["MemAgentDAPOConfig", "ReadSample", "MemAgentEnv", "MemAgentRecipe", "read_samples", "to_sampled", "TERMS"]
+
+
+class MemAgentDAPOConfig(RecipeConfig):
+    """MemAgent's reader with Multi-Conv DAPO over long-document QA samples cut from LoCoMo
+    (`recipes.memagent`): one advantage per rollout, R - mean R (Dr.GRPO: no std), shared by
+    every token of every conversation; token-mean loss; asymmetric clip; uniform groups redrawn."""
+
+    clip_eps_low: float = 0.2
+    clip_eps_high: float = Field(0.28, description="DAPO's clip-higher: more room for a rising token's probability.")
+    aggregation: AggregationMode = Field("token-mean", description="Every token of every conversation weighs the same (Multi-Conv DAPO).")
+    scale_by_std: bool = Field(False, description="Dr.GRPO, as MemAgent: A_i = R_i - mean R.")
+    drop_zero_variance: bool = True
+    kl_coef: float = Field(0.001, ge=0.0, description="The seed's Multi-Conv DAPO objective keeps beta * KL(pi || pi_ref) (k3); 0 drops it and its reference pass.")
+    max_redraws: int = Field(2, ge=0, description="Dynamic sampling: a group whose rewards are all equal is drawn again with fresh seeds, at most this often.")
+    answerer: Literal["policy", "extractive", "base-llm"] = Field(
+        "policy", description="Who answers from the final memory: the policy itself (MemAgent; the answer call is trained too), "
+        "or a frozen answerer (the extractive heuristic, the base model with the adapter off; then only the reader is trained).",
+    )
+    budget_tokens: int = Field(64, ge=16, le=500, description="The memory's budget (client.read's budget_tokens). An answer is shown "
+                               "the first 300 characters of a memory (~75 tokens), so a larger memory is cut when it is used.")
+    chunk_tokens: int = Field(256, ge=32, description="Tokens per chunk (client.read's chunk_tokens): one reader conversation each.")
+    sessions_per_sample: int = Field(1, ge=1, description="Consecutive LoCoMo sessions rendered as one document (one sample).")
+    qa_per_sample: int | None = Field(2, description="Questions asked from the final memory, drawn once per group.")
+    train_ids: tuple[str, ...] = ("conv-26",)
+    val_ids: tuple[str, ...] = ("conv-30",)
+    max_train_samples: int | None = 8
+    max_val_samples: int | None = 2
+    group_size: int = Field(4, ge=2, description="Rollouts per sample: one group.")
+    prompts_per_step: int = Field(1, ge=1, description="Samples per optimisation step.")
+    max_tokens: int = Field(512, ge=1, description="A cap on each call's reply; the runtime's own budgets (the reader's from budget_tokens, the answerer's 64) apply below it.")
+
+    @model_validator(mode="after")
+    def _no_reader_registry_role(self) -> "MemAgentDAPOConfig":
+        if self.publish is not None:
+            raise ValueError("publish: the policy registry has no reader role yet; load the adapter from <output_dir>/checkpoints/best")
+        return self
+
 
 #: the metrics row's name for each reward term (`ReadRollout.terms`)
 TERMS = ("answer_reward", "answer_em", "answer_coverage", "answer_f1", "memory_recall", "kept_old_rate", "memory_tokens", "answer_parse_failure_rate")

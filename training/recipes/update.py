@@ -19,9 +19,9 @@ rank; each rank scores its share, the weights stay shares of the whole step's ro
 `run_epochs` sums the accumulated gradients across ranks before clipping, so the step is
 the one-process step.
 
-`policy_loss` (one micro-batch's L) and `run_epochs` (the accumulate / clip / step loop)
-are public so that an update with more terms (PPO with a value head,
-`recipes.learners.ValueLearner`) adds its terms instead of repeating the loop.
+`score_old` (the no-grad passes), `policy_loss` (one micro-batch's L) and `run_epochs` (the
+accumulate / clip / step loop) are public so that an update with more terms (PPO with a
+value head, `recipes.learners.ValueLearner`) adds its terms instead of repeating the loop.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from ..losses import aggregate, entropy_bonus, kl_estimate, ppo_clip_loss
 from .config import RecipeConfig
 from .policy import Policy, Scored
 
-__all__ = ["PolicyLoss", "Row", "UpdateStats", "policy_loss", "ppo_update", "run_epochs", "update_metrics"]
+__all__ = ["OldScores", "PolicyLoss", "Row", "UpdateStats", "policy_loss", "ppo_update", "run_epochs", "score_old", "update_metrics"]
 
 
 @dataclass(frozen=True)
@@ -63,9 +63,14 @@ def update_metrics(stats: UpdateStats | None) -> dict[str, float | bool]:
     return {"updated": False} if stats is None else {"updated": True, **{k: v for k, v in stats._asdict().items() if v is not None}}
 
 
-class _Old(NamedTuple):
-    logp: torch.Tensor | None  # [B, L]; None: one epoch, pi_old is the current policy (see _score_old)
-    ref_logp: torch.Tensor | None  # [B, L]; None: kl_coef is 0
+class OldScores(NamedTuple):
+    pi_old: Scored | None  # pi_old's pass (log-probs, mask, hidden states when asked); None: not run
+    ref_logp: torch.Tensor | None  # [B, L] under pi_ref; None: not run
+
+    @property
+    def logp(self) -> torch.Tensor | None:
+        """[B, L] under pi_old; None: not scored, the loss takes pi_old from its own forward pass."""
+        return None if self.pi_old is None else self.pi_old.logp
 
 
 def _chunks(rows: Sequence[Row], size: int) -> list[Sequence[Row]]:
@@ -73,14 +78,17 @@ def _chunks(rows: Sequence[Row], size: int) -> list[Sequence[Row]]:
 
 
 @torch.no_grad()
-def _score_old(policy: Policy, rows: Sequence[Row], config: RecipeConfig) -> _Old:
-    """The no-grad passes before the first epoch, only those whose result can matter (as TRL):
-    with one epoch the weights have not moved when the loss is taken, so pi_old is the
-    policy's own detached log-probs; with kl_coef 0 the KL term is 0 whatever pi_ref says."""
-    prompts, completions = [r.prompt for r in rows], [r.completion for r in rows]
-    old = policy.score(prompts, completions).logp if config.ppo_epochs > 1 else None
-    ref = policy.score(prompts, completions, reference=True).logp if config.kl_coef > 0 else None
-    return _Old(old, ref)
+def score_old(
+    policy: Policy, prompts: Sequence[str], completions: Sequence[Sequence[int]], *, old: bool, reference: bool, with_hidden: bool = False
+) -> OldScores:
+    """The no-grad passes before the first epoch: pi_old (``old``; ``with_hidden``: its hidden
+    states too, for a value head) and pi_ref, the adapter off (``reference``), in that order.
+    Which to run is the caller's: `ppo_update` runs only those whose result can matter, a
+    value learner always both."""
+    return OldScores(
+        policy.score(prompts, completions, with_hidden=with_hidden) if old else None,
+        policy.score(prompts, completions, reference=True).logp if reference else None,
+    )
 
 
 class PolicyLoss(NamedTuple):
@@ -148,7 +156,11 @@ def ppo_update(
     if not rows:
         return None
     batches = _chunks(world.share(rows), config.micro_batch_size)
-    olds = [_score_old(policy, b, config) for b in batches]
+    # only the passes whose result can matter (as TRL): with one epoch the weights have not moved
+    # when the loss is taken, so pi_old is the policy's own detached log-probs; with kl_coef 0
+    # the KL term is 0 whatever pi_ref says
+    run_old, run_ref = config.ppo_epochs > 1, config.kl_coef > 0
+    olds = [score_old(policy, [r.prompt for r in b], [r.completion for r in b], old=run_old, reference=run_ref) for b in batches]
 
     def micro_loss(k: int) -> PolicyLoss:
         batch, old = batches[k], olds[k]

@@ -24,6 +24,9 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Iterator, Sequence
+from typing import Literal
+
+from pydantic import Field, model_validator
 
 from memsdk.llm.base import SamplingParams
 from memsdk.policies import LLMWriter, PolicyConfig
@@ -33,7 +36,7 @@ from ..env import Episode, Session, conversation, locomo_episode, sample_qa
 from ..env.state import QAItem
 from ..env.writer_env import CallJudge, Frozen, WriterRollout, grounded_judge, llm_judge, roll_out
 from ..rewards import MemAlphaConfig
-from .config import WriterGRPOConfig
+from .config import RecipeConfig
 from .loop import Recipe, RecipeData, step_seed
 from .manager import frozen_answerer, make_embedder
 from .metrics import DEFAULT_CURVES
@@ -41,7 +44,41 @@ from .policy import Policy
 from .rollouts import RolloutEngine
 from .samples import Sampled, SampledGroup
 
-__all__ = ["WriterEnv", "WriterRecipe", "session_windows", "TERMS"]
+__all__ = ["WriterGRPOConfig", "WriterEnv", "WriterRecipe", "session_windows", "TERMS"]
+
+
+class WriterGRPOConfig(RecipeConfig):
+    """Mem-alpha's writer: GRPO without the KL term over windows of LoCoMo sessions, chunked;
+    R_t = R1 + R2_t + w3 * R3 + w4 * R4_t (`env.writer_env`)."""
+
+    kl_coef: float = Field(0.0, ge=0.0, description="Mem-alpha removes the KL term to let the writer explore; 0 also skips the reference pass.")
+    w3: float = Field(0.05, description="Weight of the compression reward R3 (Mem-alpha's code: 0.05).")
+    w4: float = Field(0.1, description="Weight of the content-validity reward R4 (Mem-alpha's code: 0.1).")
+    metric: Literal["em", "f1"] = Field("f1", description="R1's per-question score.")
+    answerer: Literal["extractive", "base-llm"] = "extractive"
+    embedder: Literal["minilm", "hash"] = "minilm"
+    judge: Literal["grounded", "llm"] = Field("grounded", description="R4's judge: the grounding rule, or any OpenAI-compatible model at judge_url.")
+    judge_url: str | None = None
+    judge_model: str | None = None
+    chunk_turns: int = Field(4, ge=1, description="Turns per write step (one writer call per chunk).")
+    sessions_per_sample: int = Field(1, ge=1, description="Consecutive LoCoMo sessions in one sample (one rollout).")
+    related_k: int = Field(5, ge=1, description="Semantic memories shown per step, beside the core memory.")
+    answer_k: int = Field(30, ge=1, description="Memories retrieved per question for R1.")
+    qa_per_sample: int | None = Field(4, description="Questions judging a group, drawn once per group.")
+    train_ids: tuple[str, ...] = ("conv-26",)
+    val_ids: tuple[str, ...] = ("conv-30",)
+    max_train_samples: int | None = 8
+    max_val_samples: int | None = 2
+    group_size: int = Field(4, ge=2, description="Rollouts per sample: each write step's group.")
+    prompts_per_step: int = Field(1, ge=1, description="Samples per optimisation step.")
+    max_tokens: int = 256
+
+    @model_validator(mode="after")
+    def _llm_judge_needs_url(self) -> "WriterGRPOConfig":
+        if self.judge == "llm" and not self.judge_url:
+            raise ValueError("judge 'llm' needs judge_url (any OpenAI-compatible server)")
+        return self
+
 
 #: the metrics row's name for each reward term
 TERMS = ("r1_qa", "r2_format", "r3_compression", "r4_content")

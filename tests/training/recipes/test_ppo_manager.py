@@ -12,7 +12,9 @@ from memsdk_training.checkpoint import load_checkpoint
 from memsdk_training.cli import build_recipe, main
 from memsdk_training.recipes.manager import ManagerRecipe
 from memsdk_training.recipes import (
+    GroupLearner,
     LoRASettings,
+    ManagerGRPOConfig,
     ManagerPPOConfig,
     Policy,
     RecipeData,
@@ -27,6 +29,7 @@ from memsdk_training.recipes.learners import (
     ppo_targets,
     value_ppo_update,
 )
+from pydantic import ValidationError
 from safetensors.torch import load_file
 
 from memsdk.registry import PolicyRegistry
@@ -170,6 +173,29 @@ def test_shipped_ppo_config_builds_the_manager_ppo_recipe() -> None:
     assert isinstance(recipe, ManagerRecipe) and isinstance(recipe.config, ManagerPPOConfig) and recipe.config.steps == 2
     with pytest.raises(ValueError, match="baseline"):
         ManagerPPOConfig(drop_zero_variance=True)
+
+
+def test_the_learner_field_picks_the_learner_and_value_needs_the_value_heads_settings(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``learner`` chooses, not the config's class, and a config file may name it; 'value' needs
+    gamma & co., which only the PPO config has, and the PPO config has no group baseline to offer."""
+    ppo = _config(tiny_model_dir, tmp_path)
+    grpo = ManagerGRPOConfig(model_path=str(tiny_model_dir), num_threads=1, lora=ppo.lora)
+    policy = Policy.from_config(grpo)
+    assert ppo.learner == "value" and type(learners.learner_for(ppo, policy)) is ValueLearner
+    assert grpo.learner == "group" and type(learners.learner_for(grpo, policy)) is GroupLearner
+    assert build_recipe("manager-ppo", str(CONFIGS / "manager_ppo.yaml")).config.learner == "value"
+    assert build_recipe("manager", str(CONFIGS / "manager_grpo.yaml")).config.learner == "group"
+
+    with pytest.raises(ValidationError) as refused:
+        ManagerGRPOConfig(learner="value")
+    [error] = refused.value.errors()
+    assert error["loc"] == ("learner",) and "gamma, lam, vf_coef, value_clip, value_lr" in error["msg"] and "ManagerGRPOConfig" in error["msg"]
+    with pytest.raises(ValidationError, match="learner"):
+        ManagerPPOConfig(learner="group")
+    stated = tmp_path / "grpo.json"
+    stated.write_text('{"learner": "value"}')
+    with pytest.raises(ValidationError, match="learner"):
+        build_recipe("manager", str(stated))
 
 
 @pytest.mark.locomo

@@ -35,19 +35,16 @@ def run_update(tiny_model_dir: Path, explicit_old: bool, **settings: object) -> 
     if explicit_old:  # the old behaviour: a separate pi_old pass even for one epoch
         from memsdk_training.recipes import update
 
-        original = update._score_old
+        original = update.score_old
 
-        def always_old(p, r, c):  # type: ignore[no-untyped-def]
-            old = original(p, r, c)
-            prompts, completions = [x.prompt for x in r], [x.completion for x in r]
-            with torch.no_grad():
-                return old._replace(logp=p.score(prompts, completions).logp)
+        def always_old(*args, old, **kw):  # type: ignore[no-untyped-def]
+            return original(*args, old=True, **kw)
 
-        update._score_old = always_old
+        update.score_old = always_old
         try:
             stats = ppo_update(policy, torch.optim.AdamW(policy.trainable_parameters(), lr=1e-2), rows, config)
         finally:
-            update._score_old = original
+            update.score_old = original
     else:
         stats = ppo_update(policy, torch.optim.AdamW(policy.trainable_parameters(), lr=1e-2), rows, config)
     return calls, {k: v.clone() for k, v in policy.adapter_state().items()}, update_metrics(stats)
