@@ -22,7 +22,7 @@ from memsdk_training.checkpoint import COMPLETE, rng_state, save_checkpoint
 
 from tests.reliability._crash_child import _reporting  # the same error reporting as the store's crash children
 
-__all__ = ["FILE_EVENTS", "Policy", "weights", "save", "save_older_layout", "save_forever", "save_killed_at"]
+__all__ = ["FILE_EVENTS", "FakeLoRAModel", "weights", "save", "save_older_layout", "save_forever", "save_killed_at"]
 
 #: the audit events (PEP 578) of the file operations a save makes; `save_killed_at` dies before one of them
 FILE_EVENTS = frozenset({"open", "os.mkdir", "os.rename", "os.symlink", "os.remove", "os.rmdir", "shutil.rmtree"})
@@ -35,7 +35,7 @@ def weights(step: int) -> bytes:
     return f"{step:08d}".encode() * 25_000
 
 
-class Policy:
+class FakeLoRAModel:
     """The two methods the checkpoint calls, over an adapter folder shaped like peft's."""
 
     def __init__(self, step: int = 0) -> None:
@@ -53,13 +53,13 @@ class Policy:
 
 
 def save(target: Path, step: int) -> None:
-    save_checkpoint(target, policy=Policy(step), optimizer=None, step=step, config={"run": "crash"})
+    save_checkpoint(target, policy=FakeLoRAModel(step), optimizer=None, step=step, config={"run": "crash"})
 
 
 def save_older_layout(folder: Path, step: int, *, marked: bool = False) -> None:
     """A checkpoint as the code before versioned saves left it: a plain folder, with the
     COMPLETE marker only where that code was killed between its renames (``marked``)."""
-    Policy(step).save_adapter(folder / "adapter")
+    FakeLoRAModel(step).save_adapter(folder / "adapter")
     state = {"step": step, "optimizer": None, "rng": rng_state(), "config": {}, "extra": {}, "modules": {}}
     torch.save(state, folder / "trainer.pt")
     if marked:

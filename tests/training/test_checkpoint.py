@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from memsdk_training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from tests.training._checkpoint_child import Policy, save, save_older_layout
+from tests.training._checkpoint_child import FakeLoRAModel, save, save_older_layout
 
 
 def only_beside(target: Path) -> set[str]:
@@ -20,7 +20,7 @@ def only_beside(target: Path) -> set[str]:
 
 
 def resumed_step(target: Path) -> int:
-    policy = Policy()
+    policy = FakeLoRAModel()
     step = load_checkpoint(target, policy=policy, restore_rng=False).step
     assert policy.step == step, "adapter and trainer state come from different saves"
     return step
@@ -34,11 +34,11 @@ def test_a_resume_restores_weights_optimizer_modules_and_rng(tmp_path: Path) -> 
     optimizer.step()  # momentum buffers: state a fresh optimizer does not have
     target = tmp_path / "checkpoints" / "last"  # the folder does not exist yet, as in a fresh run
     assert latest_checkpoint(target) is None
-    saved = save_checkpoint(target, policy=Policy(7), optimizer=optimizer, step=7, config={"lr": 0.1}, extra={"best": 0.5}, modules={"head": head})
+    saved = save_checkpoint(target, policy=FakeLoRAModel(7), optimizer=optimizer, step=7, config={"lr": 0.1}, extra={"best": 0.5}, modules={"head": head})
     draws = (random.random(), torch.rand(2))
 
     fresh_head = torch.nn.Linear(3, 1)
-    fresh_optimizer, policy = torch.optim.SGD(fresh_head.parameters(), lr=0.1, momentum=0.9), Policy()
+    fresh_optimizer, policy = torch.optim.SGD(fresh_head.parameters(), lr=0.1, momentum=0.9), FakeLoRAModel()
     assert saved == target and latest_checkpoint(target) == target
     state = load_checkpoint(target, policy=policy, optimizer=fresh_optimizer, modules={"head": fresh_head})
     assert (state.step, state.extra, policy.step) == (7, {"best": 0.5}, 7)
@@ -46,7 +46,7 @@ def test_a_resume_restores_weights_optimizer_modules_and_rng(tmp_path: Path) -> 
     torch.testing.assert_close(fresh_optimizer.state_dict()["state"], optimizer.state_dict()["state"], rtol=0, atol=0)
     assert random.random() == draws[0] and torch.equal(torch.rand(2), draws[1])  # the run draws on as it would have
     with pytest.raises(ValueError, match="has no 'critic'"):
-        load_checkpoint(target, policy=Policy(), modules={"critic": torch.nn.Linear(3, 1)})
+        load_checkpoint(target, policy=FakeLoRAModel(), modules={"critic": torch.nn.Linear(3, 1)})
 
 
 def test_a_save_repoints_the_path_and_deletes_the_version_it_replaced(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ def resumed_step(target: Path) -> int:
     """The step a resume finds at ``target``, once it has checked that it is one whole save
     with nothing left beside it."""
     assert latest_checkpoint(target) == target, "a kill left no checkpoint"
-    policy = child.Policy()
+    policy = child.FakeLoRAModel()
     step = load_checkpoint(target, policy=policy, restore_rng=False).step
     assert policy.step == step, f"adapter of step {policy.step}, trainer state of step {step}"
     assert {p.name for p in target.parent.iterdir()} == {target.name, os.readlink(target)}, "a killed save's leftovers survived"

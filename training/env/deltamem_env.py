@@ -185,7 +185,7 @@ class DeltaMemEnv:
     """Rolls triples out with the runtime's DeltaMem manager on ``backend`` and scores them.
 
     ``render`` turns a request's messages into the exact prompt text the policy scores
-    (`Policy.render`); ``similarity`` is Phi (default: the embedder's cosine).
+    (`LoRAModel.render`); ``similarity`` is Phi (default: the embedder's cosine).
     """
 
     def __init__(

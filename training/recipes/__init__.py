@@ -5,7 +5,7 @@ samples       what a sampler returns (`SampledGroup` of `Sampled` members, their
 learners      `GroupLearner` (GRPO / Dr.GRPO, DAPO filter), `ValueLearner` (PPO with a value head)
 update        `ppo_update`: PPO-clip + KL to the adapter-free model + entropy, over scored rows
 config        `RecipeConfig`, the configs' shared base (each recipe's own sits in its module), `load_config` for YAML / JSON files
-policy        `Policy` (base + LoRA: scoring; sampling through the runtime's `TransformersBackend`)
+lora_model    `LoRAModel` (base + LoRA: scoring; sampling through the runtime's `TransformersBackend`)
 rollouts      in-process or vLLM rollouts (runtime LoRA reload after each update)
 metrics       the JSONL metrics log and the PNG of its curves
 manager       `ManagerRecipe`: Memory-R1's manager, a frozen answerer as the reward (GRPO, or PPO by its config's learner)
@@ -28,7 +28,7 @@ from .loop import Recipe, RecipeData, Stage, step_seed
 from .manager import ManagerGRPOConfig, ManagerPPOConfig
 from .memagent import MemAgentDAPOConfig
 from .metrics import MetricsLog, plot_metrics, read_metrics
-from .policy import Policy, Scored
+from .lora_model import LoRAModel, Scored
 from .rollouts import InProcessRollouts, RolloutEngine, VLLMRollouts, rollout_engine
 from .samples import Completion, Sampled, SampledGroup, Sampler
 from .update import Row, UpdateStats, ppo_update, update_metrics
@@ -49,7 +49,7 @@ __all__ = [
     "ManagerPPOConfig",
     "MemAgentDAPOConfig",
     "MetricsLog",
-    "Policy",
+    "LoRAModel",
     "PublishSettings",
     "Recipe",
     "RecipeConfig",

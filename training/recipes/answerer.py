@@ -35,7 +35,7 @@ from ..rewards import QA_METRICS, bleu1, exact_match, token_f1
 from .config import RecipeConfig
 from .loop import Recipe, RecipeData
 from .manager import make_embedder
-from .policy import Policy
+from .lora_model import LoRAModel
 from .rollouts import RolloutEngine
 from .samples import Sampled, SampledGroup
 from .warm_start import TeacherExample, answer_examples
@@ -75,7 +75,7 @@ def answer_states(embedder: Embedder, sample_ids: Sequence[str], *, k: int, mana
 class AnswererGroups:
     """The answerer's `Sampler`: replies parsed as the runtime parses them, scored against the gold."""
 
-    def __init__(self, answerer: LLMAnswerer, policy: Policy, metric: str) -> None:
+    def __init__(self, answerer: LLMAnswerer, policy: LoRAModel, metric: str) -> None:
         self.answerer, self.policy, self.score = answerer, policy, QA_METRICS[metric]
 
     def key(self, state: AnswerState) -> str:
@@ -118,7 +118,7 @@ class AnswererRecipe(Recipe[AnswerState]):
         assert isinstance(self.data.sampler, AnswererGroups)
         return answer_examples(self.data.sampler.answerer, self.data.train, self.policy.render)
 
-    def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[AnswerState]:
+    def _setup_data(self, policy: LoRAModel, rollouts: RolloutEngine) -> RecipeData[AnswerState]:
         cfg = self.config
         answerer = LLMAnswerer(rollouts.backend, PolicyConfig(model=rollouts.model, constrained=False, reask=False))
         train, val = self.given if self.given is not None else self.states(make_embedder(cfg.embedder))

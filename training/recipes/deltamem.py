@@ -39,7 +39,7 @@ from .config import RecipeConfig
 from .loop import Recipe, RecipeData, step_seed
 from .manager import make_embedder
 from .metrics import DEFAULT_CURVES
-from .policy import Policy
+from .lora_model import LoRAModel
 from .rollouts import RolloutEngine
 from .samples import Completion, Sampled, SampledGroup
 
@@ -158,7 +158,7 @@ class DeltaMemRecipe(Recipe[TargetTriple]):
 
         return pick(cfg.train_ids, cfg.max_train_states), pick(cfg.val_ids, cfg.max_val_states)
 
-    def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[TargetTriple]:
+    def _setup_data(self, policy: LoRAModel, rollouts: RolloutEngine) -> RecipeData[TargetTriple]:
         cfg = self.config
         embedder = make_embedder(cfg.embedder)
         train, val = self.triples(embedder)

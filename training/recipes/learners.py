@@ -49,7 +49,7 @@ from ..advantages import GroupedAdvantages, grouped_advantages, nonzero_variance
 from ..distributed import World
 from ..losses import clipped_value_loss, explained_variance, gae, terminal_rewards, whiten
 from .config import RecipeConfig
-from .policy import Policy
+from .lora_model import LoRAModel
 from .samples import SampledGroup
 from .update import Row, UpdateStats, policy_loss, ppo_update, run_epochs, score_old
 
@@ -77,7 +77,7 @@ class Learner(Protocol):
         """What the optimizer steps beside the LoRA (with their own settings)."""
         ...
 
-    def learn(self, policy: Policy, optimizer: torch.optim.Optimizer, groups: Sequence[SampledGroup]) -> Learned:
+    def learn(self, policy: LoRAModel, optimizer: torch.optim.Optimizer, groups: Sequence[SampledGroup]) -> Learned:
         """Advantages from the scored groups, then the update; the weights move in place."""
         ...
 
@@ -108,7 +108,7 @@ class GroupLearner:
             out += [Row(c.prompt, c.token_ids, a) for c in groups[g].samples[m].completions if c.token_ids]
         return out
 
-    def learn(self, policy: Policy, optimizer: torch.optim.Optimizer, groups: Sequence[SampledGroup]) -> Learned:
+    def learn(self, policy: LoRAModel, optimizer: torch.optim.Optimizer, groups: Sequence[SampledGroup]) -> Learned:
         """When every group was uniform there is nothing to learn from and the weights stay as they are."""
         adv = self.advantages(groups)
         rows = self.rows(groups, adv)
@@ -160,7 +160,7 @@ class _Old(NamedTuple):
 
 
 @torch.no_grad()
-def _score_old_values(policy: Policy, value_head: ValueHead, batch: Sequence[Reply]) -> _Old:
+def _score_old_values(policy: LoRAModel, value_head: ValueHead, batch: Sequence[Reply]) -> _Old:
     """`update.score_old` with both passes whatever the config, then V_old from the head (under
     no_grad, like the passes). pi_old's pass is always needed: V_old reads its hidden states and
     GAE its mask; pi_ref's runs even with kl_coef 0, so the KL is logged though it weighs 0."""
@@ -184,7 +184,7 @@ def _gather_rows(world: World, local: Sequence[torch.Tensor], device: torch.devi
 
 
 def value_ppo_update(
-    policy: Policy, value_head: ValueHead, optimizer: torch.optim.Optimizer, replies: Sequence[Reply], config: RecipeConfig,
+    policy: LoRAModel, value_head: ValueHead, optimizer: torch.optim.Optimizer, replies: Sequence[Reply], config: RecipeConfig,
     world: World = World(),
 ) -> tuple[UpdateStats | None, dict[str, float]]:  # fmt: skip
     """``config.ppo_epochs`` passes of L (module docstring) over ``replies``, one optimizer step per pass.
@@ -233,7 +233,7 @@ class ValueLearner:
     name = "ppo"
     curves: tuple[str, ...] = ("value_loss", "explained_variance", "value_mean")
 
-    def __init__(self, config: RecipeConfig, policy: Policy, world: World = World()) -> None:
+    def __init__(self, config: RecipeConfig, policy: LoRAModel, world: World = World()) -> None:
         self.config, self.world = config, world
         self.settings = config.value_settings()  # a config without them fails here, not at the first step
         self.value_head = ValueHead(policy.model.config.hidden_size).to(policy.device)
@@ -242,7 +242,7 @@ class ValueLearner:
     def param_groups(self) -> list[dict[str, Any]]:
         return [{"params": list(self.value_head.parameters()), "lr": self.settings.value_lr or self.config.lr}]
 
-    def learn(self, policy: Policy, optimizer: torch.optim.Optimizer, groups: Sequence[SampledGroup]) -> Learned:
+    def learn(self, policy: LoRAModel, optimizer: torch.optim.Optimizer, groups: Sequence[SampledGroup]) -> Learned:
         replies = [Reply(c.prompt, c.token_ids, s.reward) for g in groups for s in g.samples for c in s.completions if c.token_ids]
         stats, critic = value_ppo_update(policy, self.value_head, optimizer, replies, self.config, self.world)
         # nothing is dropped; logged so PPO and GRPO runs compare on how often groups were uniform
@@ -250,7 +250,7 @@ class ValueLearner:
         return Learned(stats, len(replies), uniform, critic)
 
 
-def learner_for(config: RecipeConfig, policy: Policy, world: World = World()) -> Learner:
+def learner_for(config: RecipeConfig, policy: LoRAModel, world: World = World()) -> Learner:
     """The config's ``learner``: PPO with a value head ('value'), or group-normalised GRPO ('group')."""
     if config.learner == "value":
         return ValueLearner(config, policy, world)

@@ -48,7 +48,7 @@ from ..rewards import SessionRewardConfig
 from .config import RecipeConfig
 from .loop import Recipe, RecipeData, Stage
 from .manager import frozen_answerer, make_embedder
-from .policy import Policy
+from .lora_model import LoRAModel
 from .rollouts import RolloutEngine
 from .samples import Completion, Sampled, SampledGroup
 
@@ -92,7 +92,7 @@ class LogoStep:
     members: tuple[tuple[SessionOutcome, ...], ...]  # members[k][i]: the outcome behind groups[k].rewards[i]
 
 
-def outcome_sample(outcome: SessionOutcome, policy: Policy) -> Sampled:
+def outcome_sample(outcome: SessionOutcome, policy: LoRAModel) -> Sampled:
     """A session outcome as a group member: its reward, and each of its calls as a row."""
     calls = tuple(Completion(policy.render(c.messages), tuple(c.token_ids or ()), c.failure is not None) for c in outcome.calls)
     return Sampled(outcome.reward, calls)
@@ -101,7 +101,7 @@ def outcome_sample(outcome: SessionOutcome, policy: Policy) -> Sampled:
 class LogoSampler:
     """Global groups from n full rollouts of an episode, local groups from re-rolls of one session."""
 
-    def __init__(self, runner: EpisodeRunner, eval_runner: EpisodeRunner, policy: Policy, config: LogoGRPOConfig) -> None:
+    def __init__(self, runner: EpisodeRunner, eval_runner: EpisodeRunner, policy: LoRAModel, config: LogoGRPOConfig) -> None:
         self.runner, self.eval_runner, self.policy, self.config = runner, eval_runner, policy, config
         self.last: LogoStep | None = None
 
@@ -152,7 +152,7 @@ class LogoGRPORecipe(Recipe[Episode]):
         cfg = self.config
         return [locomo_episode(i, max_sessions=sessions) for i in cfg.train_ids], [locomo_episode(i, max_sessions=sessions) for i in cfg.val_ids]
 
-    def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[Episode]:
+    def _setup_data(self, policy: LoRAModel, rollouts: RolloutEngine) -> RecipeData[Episode]:
         cfg = self.config
         embedder, answerer = self._components(rollouts)
         episode_config = EpisodeConfig(

@@ -61,7 +61,7 @@ from ..checkpoint import data_hash, export_policy, latest_checkpoint, load_check
 from .config import RecipeConfig
 from .learners import Learned, Learner, learner_for
 from .metrics import DEFAULT_CURVES, MetricsLog, plot_metrics
-from .policy import Policy
+from .lora_model import LoRAModel
 from .rollouts import RolloutEngine, rollout_engine
 from .samples import SampledGroup, Sampler
 from .update import update_metrics
@@ -90,7 +90,7 @@ class Stage(Generic[S]):
     seed_key: tuple[object, ...] = ()  # part of every seed drawn in the stage
 
 
-def start_run(config: RecipeConfig, out: Path) -> Policy:
+def start_run(config: RecipeConfig, out: Path) -> LoRAModel:
     """Seed Python and torch from the config, create the output folder, load the policy.
 
     Seeding comes first: LoRA's initial A matrices are drawn when the policy is built.
@@ -98,7 +98,7 @@ def start_run(config: RecipeConfig, out: Path) -> Policy:
     random.seed(config.seed)
     torch.manual_seed(config.seed)
     out.mkdir(parents=True, exist_ok=True)
-    return Policy.from_config(config)
+    return LoRAModel.from_config(config)
 
 
 def step_seed(seed: int, *parts: object) -> int:
@@ -120,10 +120,10 @@ class Recipe(abc.ABC, Generic[S]):
 
     # -- the parts -------------------------------------------------------------------------------
     @abc.abstractmethod
-    def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[S]:
+    def _setup_data(self, policy: LoRAModel, rollouts: RolloutEngine) -> RecipeData[S]:
         """Build the sampler and the train / validation states."""
 
-    def make_learner(self, policy: Policy) -> Learner:
+    def make_learner(self, policy: LoRAModel) -> Learner:
         """GRPO over the groups, or PPO with a value head when the config's ``learner`` is 'value'."""
         return learner_for(self.config, policy, self.world)
 

@@ -43,7 +43,7 @@ from ..env.manage import gold_ops, manage_states
 from ..rewards import exact_match
 from .config import RecipeConfig
 from .loop import Recipe, RecipeData
-from .policy import Policy
+from .lora_model import LoRAModel
 from .rollouts import RolloutEngine
 from .samples import Sampled, SampledGroup
 from .warm_start import TeacherExample, teacher_examples
@@ -126,7 +126,7 @@ def frozen_answerer(kind: str, rollouts: RolloutEngine) -> Answerer:
 class ManagerGroups:
     """The `Sampler` over `ManagerEnv`: a group per state for training, greedy decisions for validation."""
 
-    def __init__(self, env: ManagerEnv, eval_env: ManagerEnv, policy: Policy, qa_per_group: int | None) -> None:
+    def __init__(self, env: ManagerEnv, eval_env: ManagerEnv, policy: LoRAModel, qa_per_group: int | None) -> None:
         self.env, self.eval_env, self.policy, self.qa_per_group = env, eval_env, policy, qa_per_group
 
     def key(self, state: MemoryState) -> str:
@@ -166,7 +166,7 @@ class ManagerRecipe(Recipe[MemoryState]):
         super().__init__(config)
         self.given = states
 
-    def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[MemoryState]:
+    def _setup_data(self, policy: LoRAModel, rollouts: RolloutEngine) -> RecipeData[MemoryState]:
         embedder = make_embedder(self.config.embedder)
         train, val = self.given if self.given is not None else self.states(embedder)
         return RecipeData(self.environment(policy, rollouts, embedder), list(train), list(val))
@@ -185,7 +185,7 @@ class ManagerRecipe(Recipe[MemoryState]):
             sources = (locomo_states(embedder, ids=cfg.train_ids), locomo_states(embedder, ids=cfg.val_ids))
         return list(itertools.islice(sources[0], cfg.max_train_states)), list(itertools.islice(sources[1], cfg.max_val_states))
 
-    def environment(self, policy: Policy, rollouts: RolloutEngine, embedder: Embedder) -> ManagerGroups:
+    def environment(self, policy: LoRAModel, rollouts: RolloutEngine, embedder: Embedder) -> ManagerGroups:
         cfg = self.config
         # the runtime's manager on the training backend: unconstrained (log-probs are those of
         # free sampling) and never re-asked (a rollout is judged on what the policy wrote)

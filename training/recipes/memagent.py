@@ -52,7 +52,7 @@ from .learners import Learned
 from .loop import Recipe, RecipeData, step_seed
 from .manager import frozen_answerer
 from .metrics import DEFAULT_CURVES
-from .policy import Policy
+from .lora_model import LoRAModel
 from .rollouts import RolloutEngine
 from .samples import Completion, Sampled, SampledGroup
 from .writer import questions, session_windows
@@ -127,7 +127,7 @@ def to_sampled(rollout: ReadRollout) -> Sampled:
 class MemAgentEnv:
     """The recipe's `Sampler`: G rollouts of a sample -> one group."""
 
-    def __init__(self, reader: LLMReader, answerer: LLMAnswerer | Answerer, policy: Policy, config: MemAgentDAPOConfig) -> None:
+    def __init__(self, reader: LLMReader, answerer: LLMAnswerer | Answerer, policy: LoRAModel, config: MemAgentDAPOConfig) -> None:
         self.reader, self.answerer, self.policy, self.config = reader, answerer, policy, config
 
     def key(self, state: ReadSample) -> str:
@@ -185,7 +185,7 @@ class MemAgentRecipe(Recipe[ReadSample]):
         make = lambda ids, n: read_samples(ids, sessions=cfg.sessions_per_sample, chunk_tokens=cfg.chunk_tokens, limit=n)  # noqa: E731
         return make(cfg.train_ids, cfg.max_train_samples), make(cfg.val_ids, cfg.max_val_samples)
 
-    def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[ReadSample]:
+    def _setup_data(self, policy: LoRAModel, rollouts: RolloutEngine) -> RecipeData[ReadSample]:
         cfg = self.config
         settings = PolicyConfig(model=rollouts.model, constrained=False, reask=False)  # the trainers' reading: no re-ask
         reader = LLMReader(rollouts.backend, settings)

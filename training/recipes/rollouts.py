@@ -1,7 +1,7 @@
 """Where rollouts are sampled: in-process with the trained weights, or on a vLLM server.
 
 In-process (CPU tests, small runs): the runtime's `TransformersBackend` over the live LoRA
-model (`Policy.backend`) generates, so nothing needs syncing. vLLM (GPU runs): the server
+model (`LoRAModel.backend`) generates, so nothing needs syncing. vLLM (GPU runs): the server
 samples with a runtime LoRA adapter that the trainer re-saves and reloads in place after
 every update (``load_inplace``), so the next rollouts come from the updated policy; token
 ids come back with ``return_token_ids`` and are scored in-process against the same rendered
@@ -28,7 +28,7 @@ from memsdk.llm.base import Completion, LLMBackend, LoRABackend, Message, Sampli
 
 from ..distributed import World
 from .config import RecipeConfig
-from .policy import Policy
+from .lora_model import LoRAModel
 
 __all__ = ["RolloutEngine", "InProcessRollouts", "ServerPool", "VLLMRollouts", "rollout_engine"]
 
@@ -46,18 +46,18 @@ class RolloutEngine(Protocol):
         """The name the trained policy is routed by (PolicyConfig.model); None: the backend's default."""
         ...
 
-    def sync(self, policy: Policy) -> None:
+    def sync(self, policy: LoRAModel) -> None:
         """Make the next rollouts sample from ``policy``'s current weights."""
         ...
 
 
 class InProcessRollouts:
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: LoRAModel) -> None:
         self.backend: LLMBackend = policy.backend()
         self.model: str | None = None
         self.base = policy.base_name
 
-    def sync(self, policy: Policy) -> None:
+    def sync(self, policy: LoRAModel) -> None:
         """Nothing to do: the backend generates with the live weights."""
 
 
@@ -136,7 +136,7 @@ class VLLMRollouts:
         self.model, self.base = adapter_name, base_model
         self._dir, self._world = Path(work_dir), world
 
-    def sync(self, policy: Policy) -> None:
+    def sync(self, policy: LoRAModel) -> None:
         """Rank 0 saves the adapter and reloads it on every server; every rank returns once they serve it."""
         if self._world.main:
             # a fresh folder per sync: vLLM may still read the previous one while it reloads
@@ -151,7 +151,7 @@ class VLLMRollouts:
         self._world.barrier()
 
 
-def rollout_engine(config: RecipeConfig, policy: Policy, work_dir: Path, world: World = World()) -> RolloutEngine:
+def rollout_engine(config: RecipeConfig, policy: LoRAModel, work_dir: Path, world: World = World()) -> RolloutEngine:
     if config.rollout_backend == "vllm":
         engine: RolloutEngine = VLLMRollouts(config.rollout_servers, config.base_model, work_dir, world=world)
         engine.sync(policy)  # the untrained adapter (B = 0): identical to the base model

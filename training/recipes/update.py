@@ -35,7 +35,7 @@ import torch
 from ..distributed import World
 from ..losses import aggregate, entropy_bonus, kl_estimate, ppo_clip_loss
 from .config import RecipeConfig
-from .policy import Policy, Scored
+from .lora_model import LoRAModel, Scored
 
 __all__ = ["OldScores", "PolicyLoss", "Row", "UpdateStats", "policy_loss", "ppo_update", "run_epochs", "score_old", "update_metrics"]
 
@@ -79,7 +79,7 @@ def _chunks(rows: Sequence[Row], size: int) -> list[Sequence[Row]]:
 
 @torch.no_grad()
 def score_old(
-    policy: Policy, prompts: Sequence[str], completions: Sequence[Sequence[int]], *, old: bool, reference: bool, with_hidden: bool = False
+    policy: LoRAModel, prompts: Sequence[str], completions: Sequence[Sequence[int]], *, old: bool, reference: bool, with_hidden: bool = False
 ) -> OldScores:
     """The no-grad passes before the first epoch: pi_old (``old``; ``with_hidden``: its hidden
     states too, for a value head) and pi_ref, the adapter off (``reference``), in that order.
@@ -147,7 +147,7 @@ def run_epochs(
 
 
 def ppo_update(
-    policy: Policy, optimizer: torch.optim.Optimizer, rows: Sequence[Row], config: RecipeConfig, world: World = World()
+    policy: LoRAModel, optimizer: torch.optim.Optimizer, rows: Sequence[Row], config: RecipeConfig, world: World = World()
 ) -> UpdateStats | None:
     """``config.ppo_epochs`` passes over ``rows`` (the whole step's; this rank scores its
     share), one optimizer step per pass; None (and the weights untouched) when there is no

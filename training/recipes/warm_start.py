@@ -35,7 +35,7 @@ from memsdk.types import Op, ScoredMemory
 
 from ..distributed import World
 from ..env import ManagerEnv, MemoryState
-from .policy import Policy
+from .lora_model import LoRAModel
 
 __all__ = ["TeacherExample", "Teacher", "heuristic_teacher", "teacher_reply", "teacher_examples", "answer_reply", "answer_examples", "target_ids", "sft_step", "warm_start_batches"]
 
@@ -129,7 +129,7 @@ def answer_examples(answerer: LLMAnswerer, states: Sequence[AnswerCase], render:
     return out
 
 
-def target_ids(policy: Policy, target: str) -> list[int]:
+def target_ids(policy: LoRAModel, target: str) -> list[int]:
     """The target's tokens as the policy would generate them: the reply alone, no special tokens.
 
     No end-of-sequence token: the runtime stops on the stop string the target ends with.
@@ -139,13 +139,13 @@ def target_ids(policy: Policy, target: str) -> list[int]:
 
 
 def sft_step(
-    policy: Policy, optimizer: torch.optim.Optimizer, prompts: Sequence[str], targets: Sequence[Sequence[int]],
+    policy: LoRAModel, optimizer: torch.optim.Optimizer, prompts: Sequence[str], targets: Sequence[Sequence[int]],
     *, micro_batch_size: int | None = None, max_grad_norm: float | None = None, world: World = World(),
 ) -> float:  # fmt: skip
     """One optimizer step on L = -(1 / N) sum_i sum_l log pi(y_{i,l} | x_i, y_{i,<l}), N = sum_i |y_i|.
 
     A token-level mean, so long targets weigh by their length, as in ordinary SFT.
-    Log-probs are `Policy.score`'s, at the policy's sampling temperature (1 in the manager
+    Log-probs are `LoRAModel.score`'s, at the policy's sampling temperature (1 in the manager
     recipes, where this is the plain cross-entropy). Micro-batches accumulate gradients of
     their share of the sum, so the step is the same whatever ``micro_batch_size`` is, and
     whatever the number of ranks (the batch is the whole step's; each rank scores its share

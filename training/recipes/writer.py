@@ -40,7 +40,7 @@ from .config import RecipeConfig
 from .loop import Recipe, RecipeData, step_seed
 from .manager import frozen_answerer, make_embedder
 from .metrics import DEFAULT_CURVES
-from .policy import Policy
+from .lora_model import LoRAModel
 from .rollouts import RolloutEngine
 from .samples import Sampled, SampledGroup
 
@@ -106,7 +106,7 @@ def questions(episode: Episode) -> tuple[QAItem, ...]:
 class WriterEnv:
     """The recipe's `Sampler`: G rollouts of a sample -> one group per write step."""
 
-    def __init__(self, writer: LLMWriter, policy: Policy, frozen: Frozen, config: WriterGRPOConfig) -> None:
+    def __init__(self, writer: LLMWriter, policy: LoRAModel, frozen: Frozen, config: WriterGRPOConfig) -> None:
         self.writer, self.policy, self.frozen, self.config = writer, policy, frozen, config
         self.weights = MemAlphaConfig(w3=config.w3, w4=config.w4)
 
@@ -189,7 +189,7 @@ class WriterRecipe(Recipe[Episode]):
         cfg = self.config
         return Frozen(make_embedder(cfg.embedder), frozen_answerer(cfg.answerer, rollouts), self.judge(), cfg.metric, cfg.answer_k, cfg.related_k, cfg.chunk_turns)
 
-    def _setup_data(self, policy: Policy, rollouts: RolloutEngine) -> RecipeData[Episode]:
+    def _setup_data(self, policy: LoRAModel, rollouts: RolloutEngine) -> RecipeData[Episode]:
         writer = LLMWriter(rollouts.backend, PolicyConfig(model=rollouts.model, constrained=False, reask=False))
         train, val = self.samples()
         return RecipeData(WriterEnv(writer, policy, self.frozen(rollouts), self.config), train, val)

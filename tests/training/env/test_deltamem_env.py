@@ -26,7 +26,7 @@ SCOUT = Turn(speaker="Ann", text="I adopted a second dog named Scout", turn_id="
 FACT = "Ann: I adopted a second dog named Scout"  # the heuristic extractor's rendering
 
 
-class Policy:
+class ScriptedModel:
     """A backend whose reply is a function of the request's messages (a scripted model)."""
 
     model = "scripted"
@@ -56,7 +56,7 @@ def merge_buddy(messages: Sequence[dict[str, str]]) -> dict[str, object]:
 @pytest.fixture
 def scripted_triple(tmp_path) -> TargetTriple:
     """A DeltaMem teacher (scripted) that merges the new dog into Buddy's memory."""
-    teacher = LLMSpec(backend=Policy(merge_buddy), prompt="deltamem/v1", fallback=False)
+    teacher = LLMSpec(backend=ScriptedModel(merge_buddy), prompt="deltamem/v1", fallback=False)
     with MemoryClient(data_dir=tmp_path, embedder=HashEmbedder(64), policies={"extractor": "heuristic", "answerer": "heuristic", "manager": teacher}) as client:
         client.add(BUDDY, scope=ANN)
         client.add(PARIS, scope=ANN)
@@ -100,7 +100,7 @@ def test_an_apps_update_delete_and_restore_after_an_ingest_are_its_target(tmp_pa
         return {"ops": [{"op": "ADD", "text": fact}]}
 
     scope = Scope(user_id="caroline")
-    manager = LLMSpec(backend=Policy(policy), prompt="deltamem/v1", fallback=False)
+    manager = LLMSpec(backend=ScriptedModel(policy), prompt="deltamem/v1", fallback=False)
     said = ["I adopted a dog named Buddy from the shelter", "I work as a counselor at a school in Boston", "I quit smoking, the school in Boston helped", "My favourite food is sushi with lots of ginger"]
     with MemoryClient(data_dir=tmp_path, embedder=HashEmbedder(64), policies={"extractor": "heuristic", "answerer": "heuristic", "manager": manager}) as c:
         say = lambda i: c.ingest(Turn(speaker="Caroline", text=said[i], turn_id=f"D1:{i}"), scope=scope)  # noqa: E731
@@ -131,8 +131,8 @@ def keyword_rows(pred: Sequence[str], target: Sequence[str]) -> np.ndarray:
     return np.array([[float(("Buddy" in p) == ("Buddy" in t)) for t in target] for p in pred])
 
 
-def env_for(reply: Callable[[Sequence[dict[str, str]]], dict[str, object]], **kw: object) -> tuple[DeltaMemEnv, Policy]:
-    backend = Policy(reply)
+def env_for(reply: Callable[[Sequence[dict[str, str]]], dict[str, object]], **kw: object) -> tuple[DeltaMemEnv, ScriptedModel]:
+    backend = ScriptedModel(reply)
     return DeltaMemEnv(backend, lambda messages: json.dumps(messages), HashEmbedder(64), similarity=keyword_rows, **kw), backend  # type: ignore[arg-type]
 
 

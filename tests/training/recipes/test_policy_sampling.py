@@ -1,5 +1,5 @@
 """The training policy samples through the serving code: the same request through the runtime's
-`TransformersBackend` (a folder it loaded itself) and through `Policy.backend()` (the trainer's
+`TransformersBackend` (a folder it loaded itself) and through `LoRAModel.backend()` (the trainer's
 peft model) gives the same token ids and text, and the policy scores those ids with the
 log-probabilities the serving backend reported for them."""
 
@@ -13,7 +13,7 @@ import torch
 
 from memsdk.errors import ClientClosed, Conflict, ModelNotFound
 from memsdk.llm import SamplingParams
-from memsdk_training.recipes import LoRASettings, Policy, RecipeConfig
+from memsdk_training.recipes import LoRASettings, LoRAModel, RecipeConfig
 
 pytestmark = pytest.mark.slow
 
@@ -29,17 +29,17 @@ PARAMS = SamplingParams(temperature=0.8, top_p=0.95, max_tokens=24, n=4, seed=12
 
 
 @pytest.fixture(scope="module")
-def policy(smollm2_dir: Path) -> Policy:
+def policy(smollm2_dir: Path) -> LoRAModel:
     # the rank, alpha and targets of the `lora_adapter_dir` fixture, so its weights fit
     lora = LoRASettings(rank=8, alpha=16, target_modules=("q_proj", "k_proj", "v_proj", "o_proj"))
-    return Policy.from_config(RecipeConfig(model_path=str(smollm2_dir), num_threads=1, lora=lora))
+    return LoRAModel.from_config(RecipeConfig(model_path=str(smollm2_dir), num_threads=1, lora=lora))
 
 
 def _sampled(completion: Any) -> list[tuple[list[int], str, str]]:
     return [(c.token_ids, c.text, c.finish_reason) for c in completion.choices]
 
 
-def _check_scores(policy: Policy, completion: Any) -> None:
+def _check_scores(policy: LoRAModel, completion: Any) -> None:
     """The policy's log-probs of the sampled ids (at its temperature 1: the raw logits) are the
     ones the serving backend reported while it sampled them: same prompt ids, same weights."""
     prompt = policy.render(MESSAGES)
@@ -50,7 +50,7 @@ def _check_scores(policy: Policy, completion: Any) -> None:
         torch.testing.assert_close(scored.logp[row, : len(ids[row])], served, atol=2e-3, rtol=0)
 
 
-def test_the_policy_samples_exactly_what_the_serving_backend_samples(transformers_backend: Any, policy: Policy, lora_adapter_dir: Path) -> None:
+def test_the_policy_samples_exactly_what_the_serving_backend_samples(transformers_backend: Any, policy: LoRAModel, lora_adapter_dir: Path) -> None:
     assert policy.render(MESSAGES) == transformers_backend.render(MESSAGES)
     rollouts = policy.backend()
 
@@ -76,7 +76,7 @@ def test_the_policy_samples_exactly_what_the_serving_backend_samples(transformer
         transformers_backend.unload_adapter("parity")
 
 
-def test_the_rollout_backend_leaves_the_trainers_model_to_the_trainer(policy: Policy) -> None:
+def test_the_rollout_backend_leaves_the_trainers_model_to_the_trainer(policy: LoRAModel) -> None:
     rollouts = policy.backend()
     assert rollouts.model == policy.name and rollouts.list_models() == [policy.base_name, policy.name]
     with pytest.raises(Conflict):

@@ -16,7 +16,7 @@ from memsdk_training.recipes import (
     LoRASettings,
     ManagerGRPOConfig,
     ManagerPPOConfig,
-    Policy,
+    LoRAModel,
     RecipeData,
     Recipe,
     ValueLearner,
@@ -122,7 +122,7 @@ def test_the_loss_sees_gae_of_the_value_head_whitened_over_the_step(tiny_model_d
     # 3 and 1 tokens in separate micro-batches, so whitening must span both
     config = _config(tiny_model_dir, Path("unused"), micro_batch_size=1, ppo_epochs=1, gamma=0.9, lam=0.8)
     torch.manual_seed(0)
-    policy = Policy.from_config(config)
+    policy = LoRAModel.from_config(config)
     head = ValueHead(policy.model.config.hidden_size)
     torch.nn.init.normal_(head.weight, std=0.5)
     optimizer = torch.optim.AdamW([*policy.trainable_parameters(), *head.parameters()], lr=1e-3)
@@ -159,7 +159,7 @@ def test_the_loss_sees_gae_of_the_value_head_whitened_over_the_step(tiny_model_d
 
 
 def test_hidden_states_are_the_columns_whose_logits_predict_each_token(tiny_model_dir: Path) -> None:
-    policy = Policy.from_config(_config(tiny_model_dir, Path("unused")))
+    policy = LoRAModel.from_config(_config(tiny_model_dir, Path("unused")))
     vocab = policy.tokenizer.get_vocab()
     prompt = policy.render(OpChoiceEnv.messages(op_states(4)[0]))
     scored = policy.score([prompt, prompt], [(vocab["ADD"], vocab["bob"]), (vocab["NOOP"],)], reference=True, with_logits=True, with_hidden=True)
@@ -180,7 +180,7 @@ def test_the_learner_field_picks_the_learner_and_value_needs_the_value_heads_set
     gamma & co., which only the PPO config has, and the PPO config has no group baseline to offer."""
     ppo = _config(tiny_model_dir, tmp_path)
     grpo = ManagerGRPOConfig(model_path=str(tiny_model_dir), num_threads=1, lora=ppo.lora)
-    policy = Policy.from_config(grpo)
+    policy = LoRAModel.from_config(grpo)
     assert ppo.learner == "value" and type(learners.learner_for(ppo, policy)) is ValueLearner
     assert grpo.learner == "group" and type(learners.learner_for(grpo, policy)) is GroupLearner
     assert build_recipe("manager-ppo", str(CONFIGS / "manager_ppo.yaml")).config.learner == "value"

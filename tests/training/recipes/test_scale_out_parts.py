@@ -15,7 +15,7 @@ import torch
 from pydantic import ValidationError
 
 from memsdk.llm.base import Choice, Completion, SamplingParams
-from memsdk_training.recipes import LoRASettings, Policy, RecipeConfig
+from memsdk_training.recipes import LoRASettings, LoRAModel, RecipeConfig
 from memsdk_training.recipes.rollouts import ServerPool
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -95,7 +95,7 @@ def test_gradient_checkpointing_gives_the_same_log_probs_and_gradients(tiny_mode
     results = []
     for checkpointing in (False, True):
         torch.manual_seed(0)
-        policy = Policy.from_config(RecipeConfig(model_path=str(tiny_model_dir), num_threads=1, lora=lora, gradient_checkpointing=checkpointing))
+        policy = LoRAModel.from_config(RecipeConfig(model_path=str(tiny_model_dir), num_threads=1, lora=lora, gradient_checkpointing=checkpointing))
         with torch.no_grad():  # B = 0 at init: give the LoRA a non-trivial value, the same in both
             for name, p in policy.model.named_parameters():
                 if "lora_B" in name:

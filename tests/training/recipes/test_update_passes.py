@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from memsdk_training.recipes import LoRASettings, ManagerGRPOConfig, Policy, Row, ppo_update, update_metrics
+from memsdk_training.recipes import LoRASettings, ManagerGRPOConfig, LoRAModel, Row, ppo_update, update_metrics
 
 from ._tiny import OpChoiceEnv, op_states
 
@@ -20,7 +20,7 @@ def run_update(tiny_model_dir: Path, explicit_old: bool, **settings: object) -> 
     """One ppo_update on fixed rows; the (reference, with_logits) of every score call, the new weights, the stats."""
     torch.manual_seed(0)
     config = ManagerGRPOConfig(model_path=str(tiny_model_dir), num_threads=1, lora=LORA, lr=1e-2, micro_batch_size=2, **settings)
-    policy = Policy.from_config(config)
+    policy = LoRAModel.from_config(config)
     vocab = policy.tokenizer.get_vocab()
     prompt = policy.render(OpChoiceEnv.messages(op_states(4)[0]))
     rows = [Row(prompt, (vocab["ADD"], vocab["alice"]), 1.0), Row(prompt, (vocab["NOOP"],), -1.0), Row(prompt, (vocab["UPDATE"],), 0.5)]

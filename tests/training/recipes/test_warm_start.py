@@ -16,7 +16,7 @@ from memsdk.policies import HeuristicManager, LLMAnswerer, LLMManager, PolicyCon
 from memsdk.store.memory import InMemoryTransport
 from memsdk.types import Op, Scope, ScoredMemory, Turn
 from memsdk_training.env import EnvConfig, ManagerEnv, MemoryState, QAItem
-from memsdk_training.recipes import LoRASettings, ManagerGRPOConfig, Policy, read_metrics
+from memsdk_training.recipes import LoRASettings, ManagerGRPOConfig, LoRAModel, read_metrics
 from memsdk_training.recipes.manager import ManagerRecipe
 from memsdk_training.recipes.warm_start import answer_examples, answer_reply, sft_step, target_ids, teacher_examples
 
@@ -101,14 +101,14 @@ def test_teacher_updates_name_the_memory_by_its_prompt_alias() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_policy(tiny_model_dir: Path) -> Policy:
+def tiny_policy(tiny_model_dir: Path) -> LoRAModel:
     torch.set_num_threads(1)
     # LoRA on the MLP and the head too: a 2-layer model learns a fixed reply in a few steps
     lora = LoRASettings(rank=8, alpha=16, target_modules=("q_proj", "v_proj", "o_proj", "up_proj", "down_proj", "lm_head"))
-    return Policy.from_config(ManagerGRPOConfig(model_path=str(tiny_model_dir), num_threads=1, lora=lora))
+    return LoRAModel.from_config(ManagerGRPOConfig(model_path=str(tiny_model_dir), num_threads=1, lora=lora))
 
 
-def test_sft_steps_lower_the_loss_and_raise_the_targets_log_prob(tiny_policy: Policy) -> None:
+def test_sft_steps_lower_the_loss_and_raise_the_targets_log_prob(tiny_policy: LoRAModel) -> None:
     prompts = ["<|user|> memory changed fact alice likes tea op <|assistant|> ", "<|user|> memory none fact bob is dog op <|assistant|> "]
     targets = [target_ids(tiny_policy, "UPDATE alice likes tea <eos>"), target_ids(tiny_policy, "ADD bob is dog <eos>")]
 

@@ -1,4 +1,4 @@
-"""The trained policy: a causal LM with a peft LoRA adapter, on one device, that both samples
+"""The trained model, pi_theta: a causal LM with a peft LoRA adapter, on one device, that both samples
 rollouts and scores them.
 
     pi_theta  = base + LoRA (the only trainable weights)
@@ -36,7 +36,7 @@ from memsdk.llm.transformers_backend import TransformersBackend
 
 from .config import RecipeConfig
 
-__all__ = ["Scored", "Policy"]
+__all__ = ["Scored", "LoRAModel"]
 
 
 @contextmanager
@@ -58,7 +58,7 @@ class Scored(NamedTuple):
     hidden: torch.Tensor | None = None  # [B, L, H] final hidden state h_l whose logits predict token l, when asked (a value head)
 
 
-class Policy:
+class LoRAModel:
     """Base model + LoRA on ``device``; `backend` samples, `score` gives per-token log-probs."""
 
     def __init__(
@@ -70,7 +70,7 @@ class Policy:
         self.checkpointing = checkpointing
 
     @classmethod
-    def from_config(cls, config: RecipeConfig) -> "Policy":
+    def from_config(cls, config: RecipeConfig) -> "LoRAModel":
         path = config.model_path
         if path is None:
             from memsdk.llm.models import ensure_smollm2
