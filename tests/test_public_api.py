@@ -34,6 +34,23 @@ def test_every_public_method_of_both_clients_is_documented_and_the_twins_alike()
         assert AsyncMemoryClient.__dict__.get(name, getattr(AsyncMemoryClient, name)).__doc__ == getattr(MemoryClient, name).__doc__, name
 
 
+def test_the_async_twin_takes_the_same_arguments_as_the_sync_client() -> None:
+    """aio.py mirrors sync.py by hand (README "Where things live": the ~66 lines that differ
+    are the I/O itself); what an app calls must not drift: same methods, same parameters,
+    same defaults, each awaited."""
+    import inspect
+
+    from memsdk import AsyncMemoryClient, MemoryClient
+
+    own = {"aclose", "start"}  # the async lifecycle; the sync client's is close()
+    for name in sorted(n for n in dir(MemoryClient) if not n.startswith("_") and n != "close" and callable(getattr(MemoryClient, n))):
+        sync, twin = inspect.signature(getattr(MemoryClient, name)), inspect.signature(getattr(AsyncMemoryClient, name))
+        assert [(p.name, p.kind, p.default) for p in sync.parameters.values()] == [(p.name, p.kind, p.default) for p in twin.parameters.values()], name
+        # watch_policies only starts a background task, on the running loop: nothing to await
+        assert inspect.iscoroutinefunction(getattr(AsyncMemoryClient, name)) == (name != "watch_policies"), name
+    assert {n for n in dir(AsyncMemoryClient) if not n.startswith("_")} - own == {n for n in dir(MemoryClient) if not n.startswith("_")} - {"close"}
+
+
 def test_every_exported_class_and_function_and_their_methods_have_a_docstring() -> None:
     """What the API page shows (docs/api.md) is never a bare signature."""
     import inspect
