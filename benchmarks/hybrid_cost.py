@@ -37,7 +37,8 @@ import qdrant_edge as qe
 from memsdk.embedding.bm25 import Bm25Encoder
 from memsdk.store import Point, Where
 from memsdk.store.base import RRF_K, SPARSE_NAME, VECTOR_NAME, prefetch_limit
-from memsdk.store.edge import EdgeTransport, _engine_sparse, _filter
+from memsdk.store.edge import EdgeTransport
+from memsdk.store.edge.query import engine_filter, engine_sparse
 from memsdk.types import Scope
 
 LIMIT = 10
@@ -129,17 +130,17 @@ def conditions(n: int, queries: int) -> dict[str, float]:
         mine = store.make_points(n, rng, [everyone])
         vectors = rng.standard_normal((queries, store.DIM)).astype(np.float32)
         encoder = Bm25Encoder()
-        sparse = [_engine_sparse(encoder.query(store.words(rng, 4))) for _ in range(queries)]
+        sparse = [engine_sparse(encoder.query(store.words(rng, 4))) for _ in range(queries)]
         where = Where(everyone.key, "memory", deleted=False, tier="semantic")
 
         shared = indexed_store(workdir / "shared", mine + store.make_points(n, rng, users))
         # requests memsdk never sends go to the engine itself
-        on_shared = Requests(shared._routes.shared.engine, _filter(where), vectors, sparse)
-        own = _filter(where.corpus)
+        on_shared = Requests(shared._routes.shared.engine, engine_filter(where), vectors, sparse)
+        own = engine_filter(where.corpus)
         sends: dict[str, Callable[[int], object]] = {
             "dense": on_shared.dense(),
             "BM25 half, global IDF": on_shared.half(None),
-            "BM25 half, IDF over a user's scope (N/100 points)": on_shared.half(_filter(Where(users[7].key, None, tier="semantic").corpus)),
+            "BM25 half, IDF over a user's scope (N/100 points)": on_shared.half(engine_filter(Where(users[7].key, None, tier="semantic").corpus)),
             "BM25 half, IDF over the scope's tier (N points: memsdk)": on_shared.half(own),
             "BM25 half, IDF over every point (2N: an empty filter)": on_shared.half(qe.Filter(must=[])),
             GLOBAL_HYBRID: on_shared.hybrid(None),

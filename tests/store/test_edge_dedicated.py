@@ -20,7 +20,7 @@ from memsdk.bank import MemoryBank
 from memsdk.errors import StoreError
 from memsdk.store.base import Point, Sparse, Where, scope_tier_key
 from memsdk.store.edge import EdgeTransport
-from memsdk.store.edge_layout import Layout, decode_point, decode_where, encode_point, encode_where
+from memsdk.store.edge.durability import Layout, decode_point, decode_where, encode_point, encode_where
 from memsdk.types import Op, Scope
 from tests.store.conftest import Jittered, ranked
 
@@ -96,19 +96,20 @@ def test_a_batch_across_two_shards_is_whole_after_a_kill_between_them(tmp_path: 
             import os, sys
             from memsdk.bank import MemoryBank
             from memsdk.embedding import HashEmbedder
-            from memsdk.store import edge
+            from memsdk.store.edge import EdgeTransport
+            from memsdk.store.edge.shards import Shard
             from memsdk.types import Op, Scope
 
             alice = Scope(user_id="alice")
-            bank = MemoryBank(edge.EdgeTransport(sys.argv[1], dim=64, dedicate_after=2), HashEmbedder(64))
+            bank = MemoryBank(EdgeTransport(sys.argv[1], dim=64, dedicate_after=2), HashEmbedder(64))
             for i in range(3):
                 bank.apply(alice, [Op.add(f"fact {i}"), Op.add(f"turn {i}", tier="episodic")])
             assert len(bank.transport.dedicated()) == 2
-            write = edge._Shard.upsert
+            write = Shard.upsert
             def die_after_one(self, points):
                 write(self, points)
                 os._exit(9)
-            edge._Shard.upsert = die_after_one
+            Shard.upsert = die_after_one
             bank.apply(alice, [Op.add("the last fact"), Op.add("the last turn", tier="episodic")])
             """
         ), str(tmp_path)],
@@ -124,24 +125,24 @@ def test_a_batch_across_two_shards_is_whole_after_a_kill_between_them(tmp_path: 
 
 
 def test_an_engine_error_part_way_is_finished_by_the_next_journalled_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memsdk.store import edge
+    from memsdk.store.edge.shards import Shard
 
     with open_bank(tmp_path, 2) as bank:
         for i in range(2):
             bank.apply(ALICE, [Op.add(f"fact {i}"), Op.add(f"turn {i}", tier="episodic")])
         assert len(bank.transport.dedicated()) == 2  # type: ignore[attr-defined]
-        write, calls = edge._Shard.upsert, []
+        write, calls = Shard.upsert, []
 
-        def second_fails(self: edge._Shard, points: list[Point]) -> None:
+        def second_fails(self: Shard, points: list[Point]) -> None:
             calls.append(self.name)
             if len(calls) == 2:
                 raise RuntimeError("disk full")
             write(self, points)
 
-        monkeypatch.setattr(edge._Shard, "upsert", second_fails)
+        monkeypatch.setattr(Shard, "upsert", second_fails)
         with pytest.raises(StoreError, match="disk full"):
             bank.apply(ALICE, [Op.add("half-written fact"), Op.add("half-written turn", tier="episodic")])
-        monkeypatch.setattr(edge._Shard, "upsert", write)
+        monkeypatch.setattr(Shard, "upsert", write)
         assert (tmp_path / "JOURNAL").exists()
         bank.apply(ALICE, [Op.add("next fact"), Op.add("next turn", tier="episodic")])
         texts = {r.text for r in bank.list(ALICE)}
@@ -154,17 +155,17 @@ def test_an_engine_error_part_way_is_finished_by_the_next_journalled_write(tmp_p
 def test_a_move_cut_short_by_a_kill_leaves_every_memory_once(tmp_path: Path, dies: str) -> None:
     """Before CURRENT names the new shard, the move never happened (its folder is removed on
     open); after, the shared shard's copies are deleted on open. Either way: once each."""
-    patch = "edge.EdgeTransport._copy" if dies == "before the flip" else "edge.Layout.write"
+    patch = "shards.Shards._copy" if dies == "before the flip" else "durability.Layout.write"
     child = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(
             f"""
             import os, sys
             from memsdk.bank import MemoryBank
             from memsdk.embedding import HashEmbedder
-            from memsdk.store import edge
+            from memsdk.store.edge import EdgeTransport, durability, shards
             from memsdk.types import Op, Scope
 
-            bank = MemoryBank(edge.EdgeTransport(sys.argv[1], dim=64, dedicate_after=4), HashEmbedder(64))
+            bank = MemoryBank(EdgeTransport(sys.argv[1], dim=64, dedicate_after=4), HashEmbedder(64))
             for i in range(3):
                 bank.apply(Scope(user_id="alice"), [Op.add(f"fact {{i}}")])
             step = {patch}
@@ -213,7 +214,7 @@ def test_an_erase_cut_short_after_its_journal_is_finished_on_open(tmp_path: Path
     """A kill right after an erase across shards was journalled: the next open deletes the
     scope from every shard and purges, so its text is gone from disk before any call."""
     from memsdk.bank import codec
-    from memsdk.store.edge_layout import Journal
+    from memsdk.store.edge.durability import Journal
 
     with open_bank(tmp_path, 3) as bank:
         for i in range(4):

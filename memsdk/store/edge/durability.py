@@ -1,4 +1,14 @@
-"""The embedded store's two small files beside its shard folders.
+"""The embedded store's two small files beside its shard folders, ``CURRENT`` and
+``JOURNAL``, and the atomic write both are made with: what makes a change of the shards
+survive a kill whole.
+
+**Why a CURRENT pointer.** Qdrant keeps deleted payloads in its WAL and segment pages until
+they are rewritten, so "erase" alone would leave a user's text on disk. `purge()` copies the
+live points of every shard a delete touched into fresh folders, flips CURRENT once, and
+removes the old folders; a crash at any point leaves either the old or the new layout
+current, and folders it does not name are removed on the next open. Moving a scope tier to
+its own shard is the same kind of step: copy, flip CURRENT, then delete the copies from the
+shared shard (redone on open if a kill came first).
 
 ``CURRENT`` says which folder holds what: the shared shard, and the shard each large
 (scope, tier) has to itself. It is the one commit point of every change of layout (a purge,
@@ -27,7 +37,7 @@ import numpy as np
 
 from memsdk.store.base import Point, Sparse, Where
 
-__all__ = ["Layout", "Journal", "atomic_write", "encode_point", "decode_point", "encode_where", "decode_where"]
+__all__ = ["Layout", "Journal", "atomic_write", "encode_point", "decode_point", "encode_where", "decode_where", "shard_folders"]
 
 SHARD_PREFIX = "shard-"
 
