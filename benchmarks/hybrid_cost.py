@@ -36,7 +36,7 @@ import qdrant_edge as qe
 
 from memsdk.embedding.bm25 import Bm25Encoder
 from memsdk.store import Point, Where
-from memsdk.store.base import RRF_K, SPARSE_NAME, VECTOR_NAME, prefetch_limit
+from memsdk.store.base import HYBRID_RRF_K, SPARSE_NAME, VECTOR_NAME, prefetch_limit
 from memsdk.store.edge import EdgeTransport
 from memsdk.store.edge.query import engine_filter, engine_sparse
 from memsdk.types import Scope
@@ -104,7 +104,7 @@ class Requests:
                 qe.Prefetch(limit=self.depth, query=self._dense(i), filter=self.flt),
                 qe.Prefetch(limit=self.depth, query=self._bm25(i), filter=self.flt, params=self._idf(corpus)),
             ]
-            fused = qe.Fusion.Rrf(k=RRF_K)
+            fused = qe.Fusion.Rrf(k=HYBRID_RRF_K)
             return self.engine.query(qe.QueryRequest(limit=LIMIT, prefetches=halves, query=fused, filter=self.flt, with_payload=True))
 
         return send

@@ -171,8 +171,8 @@ class Context:
 class MemoryBank:
     """The memory of many scopes in one store.
 
-    ``MemoryBank.open(path)`` is the embedded default; ``MemoryBank.open(":memory:")`` and
-    ``MemoryBank.open("http://qdrant:6333")`` use qdrant-client. Any `StoreTransport` can be
+    ``MemoryBank.open(path)`` is the embedded default; ``MemoryBank.open(":memory:")`` keeps
+    it in this process's memory; ``MemoryBank.open("http://qdrant:6333")`` uses qdrant-client. Any `StoreTransport` can be
     passed to the constructor directly.
     """
 

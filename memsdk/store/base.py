@@ -30,7 +30,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 __all__ = [
-    "Kind", "Where", "Sparse", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "SPARSE_NAME", "RRF_K", "INDEXED_FIELDS", "HASH_FIELDS", "RUN_ID_FIELD",
+    "Kind", "Where", "Sparse", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "SPARSE_NAME", "HYBRID_RRF_K", "INDEXED_FIELDS", "HASH_FIELDS", "RUN_ID_FIELD",
     "SCOPE_TIER_FIELD", "scope_tier_key", "split_scope_tier", "group_by_scope_tier", "prefetch_limit", "LEASE_TTL_S", "LEASE_WAIT_S", "LocalLeases", "hold",
 ]  # fmt: skip
 
@@ -40,9 +40,10 @@ Kind = Literal["memory", "event"]
 VECTOR_NAME = "text"
 #: the name of the BM25 sparse vector on memory points (IDF applied by the engine)
 SPARSE_NAME = "bm25"
-#: hybrid search fuses the dense and the BM25 ranking by 1 / (RRF_K + rank), rank 0-based;
-#: 2 is Qdrant server's default and measured best on LoCoMo turns (docs/platform-notes.md)
-RRF_K = 2
+#: hybrid search fuses the dense and the BM25 ranking by 1 / (HYBRID_RRF_K + rank), rank 0-based;
+#: 2 is Qdrant server's default and measured best on LoCoMo turns (docs/platform-notes.md); not the
+#: pipeline's `TIER_RRF_K`, which fuses whole tiers' ranked lists after the searches
+HYBRID_RRF_K = 2
 
 
 def prefetch_limit(limit: int) -> int:
@@ -203,7 +204,7 @@ class StoreTransport(Protocol):
     def search(self, vector: np.ndarray, where: Where, limit: int, *, sparse: Sparse | None = None) -> list[Hit]:
         """Nearest points by cosine similarity, best first. With ``sparse`` (a BM25 query),
         hybrid: the dense and the BM25 rankings (IDF over ``where.corpus``: the scope's tier) fused
-        by reciprocal rank, `RRF_K`; the score is then the fused one, not a cosine."""
+        by reciprocal rank, `HYBRID_RRF_K`; the score is then the fused one, not a cosine."""
         ...
 
     def scroll(self, where: Where, *, with_vectors: bool = False) -> Iterable[Point]:

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 import numpy as np
 
 from memsdk.docstrings import documented_as
-from memsdk.store.base import LEASE_TTL_S, LEASE_WAIT_S, RRF_K, Hit, LocalLeases, Point, Sparse, StoreTransport, Where, prefetch_limit
+from memsdk.store.base import LEASE_TTL_S, LEASE_WAIT_S, HYBRID_RRF_K, Hit, LocalLeases, Point, Sparse, StoreTransport, Where, prefetch_limit
 
 __all__ = ["InMemoryTransport"]
 
@@ -54,7 +54,7 @@ class InMemoryTransport:
         corpus = [p for p in self._matching(where.corpus) if p.sparse is not None]
         for ranked in (_dense(pts, vector, depth), _bm25(pts, sparse, depth, corpus)):
             for rank, hit in enumerate(ranked):
-                fused[hit.point.id] = fused.get(hit.point.id, 0.0) + 1.0 / (RRF_K + rank)
+                fused[hit.point.id] = fused.get(hit.point.id, 0.0) + 1.0 / (HYBRID_RRF_K + rank)
         by_id = {p.id: p for p in pts}
         best = sorted(fused, key=lambda i: -fused[i])[:limit]
         return [Hit(by_id[i], fused[i]) for i in best]

@@ -23,7 +23,7 @@ from typing import Any, ParamSpec, TypeVar
 import numpy as np
 
 from memsdk.errors import StoreError, StoreLocked, StoreUnavailable
-from memsdk.store.base import HASH_FIELDS, INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, RRF_K, RUN_ID_FIELD, SCOPE_TIER_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where, group_by_scope_tier, hold, prefetch_limit
+from memsdk.store.base import HASH_FIELDS, INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, HYBRID_RRF_K, RUN_ID_FIELD, SCOPE_TIER_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where, group_by_scope_tier, hold, prefetch_limit
 
 __all__ = ["QdrantClientTransport"]
 
@@ -172,7 +172,7 @@ class QdrantClientTransport:
                     m.Prefetch(query=dense, using=VECTOR_NAME, filter=flt, limit=depth),
                     m.Prefetch(query=bm25, using=SPARSE_NAME, filter=flt, limit=depth, params=m.SearchParams(idf=m.IdfCorpusParams(corpus=self._filter(where.corpus)))),
                 ],
-                "query": m.RrfQuery(rrf=m.Rrf(k=RRF_K)),
+                "query": m.RrfQuery(rrf=m.Rrf(k=HYBRID_RRF_K)),
             }
         res = self._call(self._client.query_points, self.collection, query_filter=flt, limit=limit, with_payload=True, **query)
         return [Hit(Point(str(p.id), dict(p.payload or {})), float(p.score)) for p in res.points]

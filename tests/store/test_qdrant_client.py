@@ -34,3 +34,15 @@ def test_memories_from_before_the_scope_tier_key_get_it_on_open(tmp_path: Path) 
         assert bank.transport.count(Where(ALICE.key, "event")) == 2  # events carry no tier, so no key
         assert {r.id: r for r in bank.list(ALICE)} == before
         assert bank.search(ALICE, "bees", limit=1, tier="semantic", hybrid=True)[0].record.text == "Alice keeps bees"
+
+
+def test_open_transport_picks_the_transport_its_location_names(tmp_path) -> None:
+    from memsdk.store import InMemoryTransport, open_transport
+    from memsdk.store.edge import EdgeTransport
+
+    assert type(open_transport(":memory:", dim=8)) is InMemoryTransport  # not qdrant-client's local mode
+    on_disk = open_transport(tmp_path / "store", dim=8)
+    try:
+        assert type(on_disk) is EdgeTransport
+    finally:
+        on_disk.close()

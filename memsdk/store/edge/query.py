@@ -10,7 +10,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from memsdk.errors import StoreError
-from memsdk.store.base import HASH_FIELDS, RRF_K, SCOPE_TIER_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, Point, Sparse, Where, prefetch_limit, split_scope_tier
+from memsdk.store.base import HASH_FIELDS, HYBRID_RRF_K, SCOPE_TIER_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, Point, Sparse, Where, prefetch_limit, split_scope_tier
 
 __all__ = ["engine_filter", "home_filter", "record_point", "engine_sparse", "engine_point", "search_shard"]
 
@@ -86,7 +86,7 @@ def search_shard(engine: qe.EdgeShard, flt: qe.Filter, vector: np.ndarray, limit
             limit=limit,
             prefetches=[qe.Prefetch(limit=depth, query=dense, filter=flt), qe.Prefetch(limit=depth, query=bm25, filter=flt, params=idf)],
             # the engine takes it; qdrant-edge-py 0.9.0's stub forgets that Fusion.Rrf is a Fusion
-            query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]
+            query=qe.Fusion.Rrf(k=HYBRID_RRF_K),  # type: ignore[arg-type]
             filter=flt,
             with_payload=True,
             with_vector=False,
