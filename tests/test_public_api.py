@@ -11,7 +11,8 @@ from pathlib import Path
 import memsdk
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "transformers", "sentence_transformers", "qdrant_client", "qdrant_edge")
+#: httpx: only the remote client needs it, imported when `url=` asks for one
+HEAVY = ("torch", "transformers", "sentence_transformers", "qdrant_client", "qdrant_edge", "httpx")
 
 
 def test_every_exported_name_exists_and_is_listed() -> None:

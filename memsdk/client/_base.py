@@ -11,7 +11,6 @@ import os
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
@@ -26,7 +25,6 @@ from tqdm import tqdm
 
 from memsdk import gate
 from memsdk.bank import MemoryBank, as_memory_id, as_query, as_scope
-from memsdk.bank.transition import Transition
 from memsdk.client.reading import ReadPlan, as_source, plan_read
 from memsdk.client.results import AnswerResult, IngestResult, ReadResult
 from memsdk.config import ClientConfig
@@ -37,6 +35,7 @@ from memsdk.gate import GateFailed, GateStates
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.llm.base import Completion
 from memsdk.llm.config import CircuitBreaker, Limits
+from memsdk.pipeline.context import RecentTurns
 from memsdk.pipeline.decisions import ActivePolicies
 from memsdk.pipeline.ingest import IngestOutcome, applied_ops, ingest_steps, write_steps
 from memsdk.pipeline.retrieval import AnswerOutcome
@@ -159,7 +158,7 @@ class BaseClient(Generic[B]):
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self._closed = False
         self._telemetry = telemetry if telemetry is not None else Telemetry()
-        self._context: dict[str, deque[tuple[Scope, Turn]]] = {}
+        self._recent = RecentTurns(self.config.context_turns)
         if bank is None:
             from memsdk.embedding.minilm import SentenceTransformerEmbedder
             from memsdk.store import open_transport
@@ -177,7 +176,7 @@ class BaseClient(Generic[B]):
         # what was injected stays the caller's: close() releases only what the client made
         self._owns_bank = bank is None
         # a search embeds through the client's cache; a forget's deleted turns leave the context
-        self._runner = Runner(self.bank, embedder=self._embedder, applied=self._uncontext, threads=True)
+        self._runner = Runner(self.bank, embedder=self._embedder, applied=self._recent.forget_deleted, threads=True)
         try:
             self.log = InteractionLog(self.config.data_dir / "interactions.sqlite3", redact=redact) if self.config.log_interactions else None
             # annotated: an injected `backend` is Any, which would otherwise make B Any
@@ -307,17 +306,6 @@ class BaseClient(Generic[B]):
         different scopes run in parallel unless they share a stripe. A fixed number of
         stripes keeps memory flat however many scopes a client sees."""
         return zlib.crc32(scope.key.encode()) % SCOPE_LOCK_STRIPES
-
-    def _context_for(self, scope: Scope) -> deque[tuple[Scope, Turn]]:
-        """Recent turns of the same conversation, each with the scope it was ingested into:
-        scopes that share a ``run_id`` (one per speaker, say) share the context the extractor
-        sees, and the log records whose turns an ingest was shown (for `erase`)."""
-        key = scope.run_id or scope.key
-        return self._context.setdefault(key, deque(maxlen=max(1, self.config.context_turns)))
-
-    def _context_of(self, scope: Scope) -> tuple[list[Turn], list[Scope]]:
-        pairs = list(self._context_for(scope))
-        return [t for _, t in pairs], [s for s, _ in pairs]
 
     @staticmethod
     def _scope_resolver(scope: ScopeLike | Callable[[Turn], ScopeLike]) -> Callable[[Turn], Scope]:
@@ -492,14 +480,7 @@ class BaseClient(Generic[B]):
         return change.after
 
     def _delete(self, memory_id: uuid.UUID | str, scope: ScopeLike) -> MemoryRecord:
-        return self._uncontext(self.bank.apply(scope, [Op.delete(as_memory_id(memory_id))], actor=API_ACTOR)).records[0]
-
-    def _uncontext(self, transition: Transition) -> Transition:
-        """A deleted episodic turn (a forget, a correction) leaves the recent turns the next
-        ingest is shown, as the bank drops it from the indexes of the turns after it."""
-        if gone := {(r.scope.key, r.text) for r in transition.deleted_turns}:
-            self._drop_context(lambda s, t: (s.key, t.text) in gone)
-        return transition
+        return self._recent.forget_deleted(self.bank.apply(scope, [Op.delete(as_memory_id(memory_id))], actor=API_ACTOR)).records[0]
 
     @staticmethod
     def _op(make: Callable[[], Op]) -> Op:
@@ -513,15 +494,8 @@ class BaseClient(Generic[B]):
         n = self.bank.delete_all(scope)
         if self.log is not None:
             self.log.erase(scope)
-        self._drop_context(lambda s, t: s.key == scope.key)  # the scope's turns leave every conversation's context
+        self._recent.drop(lambda s, t: s.key == scope.key)  # the scope's turns leave every conversation's context
         return n
-
-    def _drop_context(self, gone: Callable[[Scope, Turn], bool]) -> None:
-        for recent in self._context.values():
-            kept = [(s, t) for s, t in recent if not gone(s, t)]
-            if len(kept) < len(recent):
-                recent.clear()
-                recent.extend(kept)
 
     def _feedback(self, trajectory_id: uuid.UUID | str, correct: bool | None, gold: str | None) -> None:
         if self.log is None:

@@ -14,7 +14,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import Any, ClassVar, IO, overload
+from typing import IO, Any, overload
 
 import builtins
 from tqdm import tqdm
@@ -39,13 +39,12 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
     """The async twin of `MemoryClient`. Create it, then ``await client.start()`` (or use
     ``async with``) so saved policy versions are loaded before the first call."""
 
-    #: what ``url=`` makes: `AsyncRemoteMemoryClient`, a subclass, so `memsdk.client` sets it
-    _remote: ClassVar[type[AsyncMemoryClient]]
-
     def __new__(cls, *args: Any, url: str | None = None, **kwargs: Any) -> AsyncMemoryClient:
         """``url=`` (with ``api_key=``): the client of a `memsdk serve` server, an `AsyncRemoteMemoryClient`."""
         if url is not None and cls is AsyncMemoryClient:
-            return object.__new__(cls._remote)
+            from memsdk.client.remote import AsyncRemoteMemoryClient  # lazily, as MemoryClient's
+
+            return object.__new__(AsyncRemoteMemoryClient)
         return super().__new__(cls)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -109,10 +108,10 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         started, timings = time.perf_counter() - ahead, Timings(embedding=ahead)
         with self._telemetry.operation("ingest", [scope]):
             async with self._scope_locks[self._stripe(scope)]:
-                seen, whose = self._context_of(scope)
+                seen, whose = self._recent.of(scope)
                 active = self._policies.active()
                 outcome = await self._run(self._ingest_steps(turn, seen, scope, active), timings)
-                self._context_for(scope).append((scope, turn))
+                self._recent.add(scope, turn)
             return await asyncio.to_thread(self._ingest_result, turn, seen, whose, scope, active, outcome, started, timings)
 
     async def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:

@@ -35,6 +35,7 @@ from memsdk.client._base import ScopeLike, TurnLike
 from memsdk.client.aio import AsyncMemoryClient
 from memsdk.client.results import AnswerResult, IngestResult, ReadResult
 from memsdk.client.sync import MemoryClient
+from memsdk.docstrings import documented_as
 from memsdk.config import ClientConfig
 from memsdk.errors import BackendError, ClientClosed, Conflict, EmbedderError, ImportConflict, InvalidInput, MemoryNotFound, MemsdkError, NotAuthorized, PolicyError, PolicyUnavailable, ScopeRequired, StoreError, StoreUnavailable
 from memsdk.gate import GateConfig, GateDecision, GateFailed, GateStates
@@ -604,3 +605,7 @@ class AsyncRemoteMemoryClient(_ServerOwned, AsyncMemoryClient):  # type: ignore[
             if self._remote_bank is not None:
                 self._remote_bank.close()
 
+
+# the async client's docstrings are its sync twin's, set when memsdk.client was imported
+documented_as(RemoteMemoryClient, MemoryClient)
+documented_as(AsyncRemoteMemoryClient, AsyncMemoryClient)

@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import Any, ClassVar, IO, overload
+from typing import IO, Any, overload
 
 import builtins
 from tqdm import tqdm
@@ -41,14 +41,15 @@ class MemoryClient(BaseClient[LoRABackend]):
     ```
     """
 
-    #: what ``url=`` makes: `RemoteMemoryClient`, a subclass, so `memsdk.client` sets it
-    _remote: ClassVar[type[MemoryClient]]
-
     def __new__(cls, *args: Any, url: str | None = None, **kwargs: Any) -> MemoryClient:
         """``url=`` (with ``api_key=``) makes the client of a `memsdk serve` server instead,
         a `RemoteMemoryClient` with the same methods (`memsdk.client.remote`)."""
         if url is not None and cls is MemoryClient:
-            return object.__new__(cls._remote)  # Python then runs its __init__ with these arguments
+            # imported here, not at the top: `import memsdk` stays without httpx (the one import
+            # the cycle contract allows, pyproject.toml)
+            from memsdk.client.remote import RemoteMemoryClient
+
+            return object.__new__(RemoteMemoryClient)  # Python then runs its __init__ with these arguments
         return super().__new__(cls)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -112,10 +113,10 @@ class MemoryClient(BaseClient[LoRABackend]):
         started, timings = time.perf_counter() - ahead, Timings(embedding=ahead)
         with self._telemetry.operation("ingest", [scope]):
             with self._scope_locks[self._stripe(scope)]:
-                seen, whose = self._context_of(scope)
+                seen, whose = self._recent.of(scope)
                 active = self._policies.active()
                 outcome = self._run(self._ingest_steps(turn, seen, scope, active), timings)
-                self._context_for(scope).append((scope, turn))
+                self._recent.add(scope, turn)
             return self._ingest_result(turn, seen, whose, scope, active, outcome, started, timings)
 
     def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,6 @@ import tempfile
 from memsdk.bank import MemoryBank
 from memsdk.bank.history import events_until, replay
 from memsdk.bank.snapshot import BankSnapshot
-from memsdk.bank.transition import Transition
 from memsdk.config import ClientConfig
 from memsdk.datasets.locomo import load_locomo
 from memsdk.effects import Runner
@@ -45,6 +43,7 @@ from memsdk.embedding.base import CachedEmbedder, Embedder
 from memsdk.errors import InvalidInput
 from memsdk.interactions import InteractionLog, Trajectory
 from memsdk.pipeline import ActivePolicies, ingest_steps, retrieve_steps
+from memsdk.pipeline.context import RecentTurns
 from memsdk.policies import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, Manager
 from memsdk.scoring import evidence_ids
 from memsdk.store import open_transport
@@ -84,25 +83,16 @@ def answer_cases(key: str, turns: Sequence[Turn], questions: Sequence[Any], embe
         versions={"extractor": "heuristic", "manager": getattr(manager, "version", "heuristic"), "answerer": "heuristic"},
     )  # fmt: skip
     scopes = {t.speaker: Scope(user_id=t.speaker, run_id=key) for t in turns}
-    # the run's recent turns with their scopes, as a client keeps them for the extractor
-    recent: deque[tuple[Scope, Turn]] = deque(maxlen=max(1, defaults.context_turns))
-
-    def uncontext(transition: Transition) -> Transition:  # a deleted turn leaves the context, as in a client
-        if gone := {(r.scope.key, r.text) for r in transition.deleted_turns}:
-            kept = [(s, t) for s, t in recent if (s.key, t.text) not in gone]
-            recent.clear()
-            recent.extend(kept)
-        return transition
-
+    recent = RecentTurns(defaults.context_turns)  # as a client keeps them for the extractor
     cases = []
     with tempfile.TemporaryDirectory(prefix="memsdk-cases-") as tmp:
         cached = CachedEmbedder(embedder)
         bank = MemoryBank(open_transport(Path(tmp) / "store", dim=cached.dim), cached)
         try:
-            runner = Runner(bank, applied=uncontext)
+            runner = Runner(bank, applied=recent.forget_deleted)
             for turn in turns:
-                runner.run(ingest_steps(turn, [t for _, t in recent], scopes[turn.speaker], active, defaults.related_k, episodic=defaults.tiers))
-                recent.append((scopes[turn.speaker], turn))
+                runner.run(ingest_steps(turn, recent.of(scopes[turn.speaker])[0], scopes[turn.speaker], active, defaults.related_k, episodic=defaults.tiers))
+                recent.add(scopes[turn.speaker], turn)
             for i, qa in enumerate(questions):
                 shown = tuple(runner.run(retrieve_steps(qa.question, list(scopes.values()), k, tiers=defaults.tiers, hybrid=defaults.hybrid)))
                 cases.append(AnswerCase(f"{key}/q{i}", qa.question, shown, str(qa.answer), evidence_ids(getattr(qa, "evidence", ()))))
