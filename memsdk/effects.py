@@ -4,7 +4,8 @@ The pipelines (`memsdk.pipeline`) and the policies (`memsdk.policies`) do no I/O
 generators that *yield* an effect, receive its result, and go on. An effect is plain data:
 
     Chat      send a policy's `Request` to an LLM backend          -> Completion
-    Call      run a policy whose code is someone else's (custom)   -> its result
+    Call      a blocking call: a policy whose code is someone else's,
+              or the client's own store / log / registry call      -> its result
     Lookup    a policy asks to see memories before it decides      (the ingest pipeline turns it into a Search)
     Search    the top memories of some scopes for a query          -> list[ScoredMemory]
     Adjacent  the turns said right before / after some records     -> list[MemoryRecord]
@@ -82,15 +83,18 @@ class Chat:
 
 @dataclass(frozen=True)
 class Call:
-    """Run ``fn(*args, **kwargs)``: a policy whose code is someone else's (`custom`), or a
-    built-in policy without a model. The blocking runner calls ``fn``; the awaited one awaits
-    ``afn`` (its async twin) when there is one, else runs ``fn`` in a worker thread so the
-    event loop never blocks on it."""
+    """Run ``fn(*args, **kwargs)``: a policy whose code is someone else's (a plugged policy),
+    a built-in policy without a model, or a blocking call of the client's own (the
+    interaction log, the registry, a store call no other effect names). The blocking runner
+    calls ``fn``; the awaited one awaits ``afn`` (its async twin) when there is one, else runs
+    ``fn`` in a worker thread so the event loop never blocks on it. ``stage`` is where its
+    time is booked (`Observer.stage`)."""
 
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     afn: Callable[..., Awaitable[Any]] | None = None
+    stage: str = "llm"
 
 
 @dataclass(frozen=True)
@@ -250,14 +254,14 @@ class Runner:
     def _blocking(self, effect: Effect, observer: Observer) -> Any:
         if isinstance(effect, (Search, Adjacent, Apply)):
             return self._on_bank(effect, observer)
-        with observer.stage("llm"):
-            if isinstance(effect, Chat):
-                with observer.chat(effect) as traced:
-                    completion = self._chat(effect)
-                    traced(completion)
-                    return completion
-            if isinstance(effect, Call):
+        if isinstance(effect, Call):
+            with observer.stage(effect.stage):
                 return effect.fn(*effect.args, **effect.kwargs)
+        if isinstance(effect, Chat):
+            with observer.stage("llm"), observer.chat(effect) as traced:
+                completion = self._chat(effect)
+                traced(completion)
+                return completion
         return _refuse(effect)
 
     async def _awaited(self, effect: Effect, observer: Observer) -> Any:
@@ -265,14 +269,14 @@ class Runner:
             if self._threads:
                 return await asyncio.to_thread(self._on_bank, effect, observer)
             return self._on_bank(effect, observer)
-        with observer.stage("llm"):
-            if isinstance(effect, Chat):
-                with observer.chat(effect) as traced:
-                    completion = await self._achat(effect)
-                    traced(completion)
-                    return completion
-            if isinstance(effect, Call):
+        if isinstance(effect, Call):
+            with observer.stage(effect.stage):
                 return await acall(effect)
+        if isinstance(effect, Chat):
+            with observer.stage("llm"), observer.chat(effect) as traced:
+                completion = await self._achat(effect)
+                traced(completion)
+                return completion
         return _refuse(effect)
 
     def _on_bank(self, effect: Search | Adjacent | Apply, observer: Observer) -> Any:

@@ -1,13 +1,19 @@
 """The logic both clients share, with no I/O of its own (httpx's BaseClient pattern).
 
-`MemoryClient` and `AsyncMemoryClient` add only the I/O: how an effect of the pipeline is
-run (a blocking call, or an await) and how the client is closed.
+Whatever a call does to the store, the interaction log or the registry, this module says as
+steps that yield effects (`memsdk.effects`): an `Apply` for the bank's transition function,
+a `Call` for any other blocking call. `MemoryClient` and `AsyncMemoryClient` add only the
+I/O: their runner makes those calls blocking, or awaited in worker threads, and they call
+the bank's plain reads (``get``, ``list``, ``search``, ...) themselves.
+
+Two things stay blocking in both twins, because a constructor cannot await: opening the
+store, the log and the registry in ``__init__``, and undoing that when construction fails
+(`_release_bank`, which ``aclose`` also runs, in a worker thread, and `_close_backends_now`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import uuid
@@ -15,7 +21,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Generic, IO, Iterator
+from typing import Any, Generic, Iterator
 
 import numpy as np
 import sys
@@ -28,7 +34,7 @@ from memsdk.bank import MemoryBank, as_memory_id, as_query, as_scope
 from memsdk.client.reading import ReadPlan, as_source, plan_read
 from memsdk.client.results import AnswerResult, IngestResult, ReadResult
 from memsdk.config import ClientConfig
-from memsdk.effects import Chat, Effect, Runner
+from memsdk.effects import Apply, Call, Chat, Effect, Runner
 from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
 from memsdk.errors import ClientClosed, InvalidInput, PolicyError
 from memsdk.gate import GateFailed, GateStates
@@ -36,14 +42,14 @@ from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.llm.base import Completion
 from memsdk.llm.config import CircuitBreaker, Limits
 from memsdk.pipeline.context import RecentTurns
-from memsdk.pipeline.decisions import ActivePolicies
+from memsdk.pipeline.decisions import ActivePolicies, decided
 from memsdk.pipeline.ingest import IngestOutcome, applied_ops, ingest_steps, write_steps
 from memsdk.pipeline.retrieval import AnswerOutcome
 from memsdk.policies.pair_manager import PairManager
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, PolicyRegistry, ROLES
 from memsdk.serving.policy_set import B, Backends, Endpoint, PolicyInfo, PolicySet, Switch, rules_manager
 from memsdk.telemetry import Telemetry
-from memsdk.types import Actor, API_ACTOR, HistoryEvent, MemoryRecord, Op, QUESTION_MAX_CHARS, Scope, Tier, Turn, shown_turn, utcnow
+from memsdk.types import Actor, API_ACTOR, MemoryRecord, Op, QUESTION_MAX_CHARS, Scope, Tier, Turn, shown_turn, utcnow
 
 __all__ = ["BaseClient", "TimedEmbedder", "Timings", "SCOPE_LOCK_STRIPES"]
 
@@ -188,7 +194,7 @@ class BaseClient(Generic[B]):
             self._close_backends_now()
             raise
 
-    # -- no-I/O helpers shared by the twins ---------------------------------------------------
+    # -- construction and its undoing (blocking in both twins: a constructor cannot await) -----
 
     def _registry(self) -> PolicyRegistry:
         return PolicyRegistry(self.config.checkpoints, packaged=PACKAGED_DIR if self.config.packaged_adapters else None)
@@ -225,6 +231,8 @@ class BaseClient(Generic[B]):
             if callable(close):
                 close()
 
+    # -- the two calls apps make on every turn ------------------------------------------------
+
     def _ingest_steps(self, turn: Turn, context: Sequence[Turn], scope: Scope, active: ActivePolicies) -> Generator[Effect, Any, IngestOutcome]:
         """The pipeline one turn goes through: Mem-alpha's writer when it is on, else the
         extractor and the manager (Memory-R1)."""
@@ -239,28 +247,33 @@ class BaseClient(Generic[B]):
         """The published checkpoints, their gate decisions and the promotion audit trail."""
         return self._policies.registry
 
-    def _gate_cases(self, role: str, version: str, on: GateStates, k: int | None) -> list[Any]:
+    def _gate_cases(self, role: str, version: str, on: GateStates, k: int | None) -> Generator[Effect, Any, list[Any]]:
         """The gate's states (`memsdk.gate.states`) from this client's log and bank. LoCoMo's are
         shown what the candidate would be shown once it serves: its k, and the supersessions
         this client's pair manager would make (marked), if it runs one."""
         self._policies.check_role(role)
         locomo = role == "answerer" and isinstance(on, str) and on == "locomo-val"
-        k = (k or self._answer_k(self._policies.plan(role, version).answer_k)) if locomo else None
+        if locomo and not k:
+            switch = yield Call(self._policies.plan, (role, version), stage="registry")  # the version's manifest
+            k = self._answer_k(switch.answer_k)
         manager = rules_manager("pairs", self._embedder, self.registry) if locomo and isinstance(self._policies.active().manager, PairManager) else None
-        return gate.states(role, on, log=self.log, bank=self.bank, embedder=self._embedder, k=k, manager=manager)
+        cases: list[Any] = yield Call(gate.states, (role, on), {"log": self.log, "bank": self.bank, "embedder": self._embedder, "k": k if locomo else None, "manager": manager}, stage="gate")
+        return cases
 
     def _frozen(self) -> gate.ManagerReplay:
         """What a manager replay holds frozen: the answerer serving now and the client's sizes."""
         active = self._policies.active()
         return gate.ManagerReplay(active.answerer, self.bank.embedder, self.config.related_k, self._answer_k(active.answer_k))
 
-    def _promotion(self, role: str, version: str, incumbent: str, decision: Any, force: bool) -> Any:
+    def _promotion(self, role: str, version: str, incumbent: str, decision: Any, force: bool) -> Generator[Effect, Any, None]:
+        """The promotion appended to ``role``'s audit trail; `GateFailed` (nothing appended) when
+        the gate's ``decision`` did not pass."""
         from memsdk.registry import Promotion
 
         if decision is not None and not decision.passed:
             raise GateFailed(decision)
         reason = "forced: the gate was not asked" if force else decision.summary()
-        return self._policies.registry.promote(Promotion(role=role, version=version, against=incumbent, forced=bool(force), reason=reason))
+        yield Call(self._policies.registry.promote, (Promotion(role=role, version=version, against=incumbent, forced=bool(force), reason=reason),), stage="registry")
 
     def _incumbent(self, role: str) -> str:
         """The version serving ``role`` now; an unknown role is `InvalidInput`, not a KeyError."""
@@ -330,15 +343,15 @@ class BaseClient(Generic[B]):
         """How the runner reports one call's effects: time booked to ``timings``, LLM calls traced."""
         return _Observed(self, timings)
 
-    def _record(self, trajectory: Trajectory, timings: Timings) -> Trajectory:
+    def _record(self, trajectory: Trajectory) -> Generator[Effect, Any, Trajectory]:
+        """The trajectory as the interaction log stored it (itself when the log is off); its
+        time is booked to the "log" stage."""
         if self.log is None:
             return trajectory
-        start = time.perf_counter()
-        stored = self.log.append(trajectory)
-        timings.add("log", time.perf_counter() - start)
+        stored: Trajectory = yield Call(self.log.append, (trajectory,), stage="log")
         return stored
 
-    def _embed_ahead(self, turns: Sequence[Turn]) -> float:
+    def _embed_ahead(self, turns: Sequence[Turn]) -> Generator[Effect, Any, float]:
         """Embed ``turns`` as their episodic records will be shown, in one call, before they are
         ingested one by one: each then finds its vector in the cache, and an embedder that gains
         from batches (a GPU) gets one. Returns the seconds per turn, which each turn's timings
@@ -346,15 +359,17 @@ class BaseClient(Generic[B]):
         if len(turns) < 2 or self.bank.embedder is not self._embedder:
             return 0.0
         started = time.perf_counter()
-        self._embedder.embed(list(dict.fromkeys(shown_turn(t) for t in turns)))
+        yield Call(self._embedder.embed, (list(dict.fromkeys(shown_turn(t) for t in turns)),), stage="embedding")
         return (time.perf_counter() - started) / len(turns)
 
     def _ingest_result(
         self, turn: Turn, context: Sequence[Turn], context_scopes: Sequence[Scope], scope: Scope, active: ActivePolicies, outcome: IngestOutcome, started: float, timings: Timings
-    ) -> IngestResult:
+    ) -> Generator[Effect, Any, IngestResult]:
+        """The ingest's result, its trajectory logged. ``timings`` is the dict the twin's runner
+        books stages to, this step's log write included."""
         latency = time.perf_counter() - started
         self._telemetry.finished("ingest", latency_s=latency, versions=active.versions, fallback=outcome.fallback, failures=len(outcome.failures))
-        trajectory = self._record(
+        trajectory = yield from self._record(
             Trajectory(
                 kind="ingest",
                 scope=scope,
@@ -366,8 +381,7 @@ class BaseClient(Generic[B]):
                 policy_versions=active.versions,
                 latency_s=latency,
                 started_at=utcnow() - timedelta(seconds=latency),
-            ),
-            timings,
+            )
         )
         return IngestResult(
             trajectory_id=trajectory.id,
@@ -383,10 +397,10 @@ class BaseClient(Generic[B]):
             timings=dict(timings),
         )
 
-    def _answer_result(self, question: str, scopes: list[Scope], active: ActivePolicies, outcome: AnswerOutcome, started: float, timings: Timings) -> AnswerResult:
+    def _answer_result(self, question: str, scopes: list[Scope], active: ActivePolicies, outcome: AnswerOutcome, started: float, timings: Timings) -> Generator[Effect, Any, AnswerResult]:
         a = outcome.answer
         self._telemetry.finished("answer", latency_s=time.perf_counter() - started, versions=active.versions, fallback=a.fallback, failures=0)
-        trajectory = self._record(
+        trajectory = yield from self._record(
             Trajectory(
                 kind="answer",
                 scope=scopes[0],
@@ -396,8 +410,7 @@ class BaseClient(Generic[B]):
                 output={"answer": a.text, "evidence": [str(r.id) for r in a.evidence], "fallback": a.fallback},
                 policy_versions=active.versions,
                 latency_s=time.perf_counter() - started,
-            ),
-            timings,
+            )
         )
         return AnswerResult(
             trajectory_id=trajectory.id,
@@ -412,10 +425,19 @@ class BaseClient(Generic[B]):
             timings=dict(timings),
         )
 
-    # -- MemAgent's read (shared by the twins: no I/O here beyond the progress file) ----------------
+    # -- MemAgent's read (shared by the twins) ----------------------------------------------------
 
-    def _read_plan(self, source: Any, scope: ScopeLike, budget_tokens: Any, chunk_tokens: Any) -> ReadPlan:
-        return plan_read(as_source(source, self._as_turns), as_scope(scope), budget_tokens, chunk_tokens, self.config.data_dir / "reads")
+    def _read_plan(self, source: Any, scope: ScopeLike, budget_tokens: Any, chunk_tokens: Any) -> Generator[Effect, Any, ReadPlan]:
+        """The read's chunks, resumed from its progress file when an earlier read of the same
+        input stopped part way."""
+        turns, where = as_source(source, self._as_turns), as_scope(scope)
+        plan: ReadPlan = yield Call(plan_read, (turns, where, budget_tokens, chunk_tokens, self.config.data_dir / "reads"), stage="store")
+        return plan
+
+    def _read_chunk(self, reader: Any, plan: ReadPlan, chunk: str) -> Generator[Effect, Any, None]:
+        """One chunk read into the plan's memory (the reader's rewrite), its progress saved."""
+        step = yield from decided(reader, "rewrite", plan.memory, chunk, plan.budget_tokens)
+        yield Call(plan.advance, (step,), stage="store")
 
     def _read_bar(self, plan: ReadPlan, progress: bool | None) -> Any:
         """The chunks still to read, with a progress bar that starts where a resumed read stopped."""
@@ -425,11 +447,11 @@ class BaseClient(Generic[B]):
     def _reader_actor(self, reader: Any) -> Actor:
         return Actor(role="reader", version=getattr(reader, "version", BASE_VERSION))
 
-    def _read_result(self, plan: ReadPlan, reader: Any, transition: Any, started: float, timings: Timings) -> ReadResult:
-        plan.finished()
+    def _read_result(self, plan: ReadPlan, reader: Any, transition: Any, started: float, timings: Timings) -> Generator[Effect, Any, ReadResult]:
+        yield Call(plan.finished, stage="store")  # the progress file goes: a read of the same input starts over
         versions = {"reader": self._reader_actor(reader).version or BASE_VERSION}
         latency = time.perf_counter() - started
-        trajectory = self._record(
+        trajectory = yield from self._record(
             Trajectory(
                 kind="read",
                 scope=plan.scope,
@@ -440,8 +462,7 @@ class BaseClient(Generic[B]):
                 policy_versions=versions,
                 latency_s=latency,
                 started_at=utcnow() - timedelta(seconds=latency),
-            ),
-            timings,
+            )
         )
         return ReadResult(
             trajectory_id=trajectory.id, memory_id=transition.records[0].id, text=plan.memory, chunks=len(plan.chunks), resumed_from=plan.resumed_from,
@@ -465,22 +486,28 @@ class BaseClient(Generic[B]):
             return self.config.answer_k
         return trained
 
-    # -- direct memory access (blocking; the async twin runs these in a thread) ------------------
+    # -- direct memory access: what changes memory goes through the transition function ---------
 
-    def _add(self, text: str, scope: ScopeLike, metadata: dict[str, Any] | None, tier: Tier | str = Tier.SEMANTIC) -> MemoryRecord:
+    def _add(self, text: str, scope: ScopeLike, metadata: dict[str, Any] | None, tier: Tier | str = Tier.SEMANTIC) -> Generator[Effect, Any, MemoryRecord]:
         op = self._op(lambda: Op.add(text, metadata=metadata or {}, tier=tier))
-        return self.bank.apply(scope, [op], actor=API_ACTOR).records[0]
+        transition = yield Apply(as_scope(scope), [op], API_ACTOR)
+        record: MemoryRecord = transition.records[0]
+        return record
 
-    def _update(self, memory_id: uuid.UUID | str, text: str, scope: ScopeLike) -> MemoryRecord:
+    def _update(self, memory_id: uuid.UUID | str, text: str, scope: ScopeLike) -> Generator[Effect, Any, MemoryRecord]:
         op = self._op(lambda: Op.update(as_memory_id(memory_id), text))
         # an update to the text the memory already has changes nothing (a retried request):
         # the record as it stands, not an error
-        (change,) = self.bank.apply(scope, [op], actor=API_ACTOR).changes
+        (change,) = (yield Apply(as_scope(scope), [op], API_ACTOR)).changes
         assert change.after is not None
-        return change.after
+        after: MemoryRecord = change.after
+        return after
 
-    def _delete(self, memory_id: uuid.UUID | str, scope: ScopeLike) -> MemoryRecord:
-        return self._recent.forget_deleted(self.bank.apply(scope, [Op.delete(as_memory_id(memory_id))], actor=API_ACTOR)).records[0]
+    def _delete(self, memory_id: uuid.UUID | str, scope: ScopeLike) -> Generator[Effect, Any, MemoryRecord]:
+        # the runner's `applied` hook drops the deleted turn from the recent context
+        transition = yield Apply(as_scope(scope), [Op.delete(as_memory_id(memory_id))], API_ACTOR)
+        record: MemoryRecord = transition.records[0]
+        return record
 
     @staticmethod
     def _op(make: Callable[[], Op]) -> Op:
@@ -489,27 +516,18 @@ class BaseClient(Generic[B]):
         except ValidationError as exc:
             raise InvalidInput.from_pydantic(exc) from None
 
-    def _erase(self, scope: ScopeLike) -> int:
+    def _erase(self, scope: ScopeLike) -> Generator[Effect, Any, int]:
         scope = as_scope(scope)
-        n = self.bank.delete_all(scope)
+        n: int = yield Call(self.bank.delete_all, (scope,), stage="store")
         if self.log is not None:
-            self.log.erase(scope)
+            yield Call(self.log.erase, (scope,), stage="log")
         self._recent.drop(lambda s, t: s.key == scope.key)  # the scope's turns leave every conversation's context
         return n
 
-    def _feedback(self, trajectory_id: uuid.UUID | str, correct: bool | None, gold: str | None) -> None:
+    def _feedback(self, trajectory_id: uuid.UUID | str, correct: bool | None, gold: str | None) -> Generator[Effect, Any, None]:
         if self.log is None:
             raise PolicyError("feedback needs the interaction log, which is turned off (log_interactions=False)")
-        self.log.add_feedback(trajectory_id, correct=correct, gold=gold)
-
-    def _history(self, scope: ScopeLike, memory_id: uuid.UUID | str | None) -> list[HistoryEvent]:
-        return self.bank.history(scope, memory_id)
-
-    def _export(self, scope: ScopeLike, dest: str | os.PathLike[str] | IO[str]) -> int:
-        return self.bank.export(scope, dest)
-
-    def _import(self, src: str | os.PathLike[str] | IO[str], scope: ScopeLike | None) -> int:
-        return self.bank.import_(src, scope=scope)
+        yield Call(self.log.add_feedback, (trajectory_id,), {"correct": correct, "gold": gold}, stage="log")
 
     # -- policies ---------------------------------------------------------------------------
 
@@ -532,12 +550,12 @@ class BaseClient(Generic[B]):
             raise InvalidInput("interval_s", f"must be a positive number of seconds, got {interval_s!r}")
         return interval_s
 
-    def _due_promotions(self, failed: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    def _due_promotions(self, failed: set[tuple[str, str]]) -> Generator[Effect, Any, list[tuple[str, str]]]:
         """(role, version) of each promotion the watcher should serve now: promoted after the
         version serving, and not one it already failed to load."""
         due = []
         for role in ROLES:
-            latest = self._policies.registry.latest_promoted(role)
+            latest = yield Call(self._policies.registry.latest_promoted, (role,), stage="registry")
             if latest is not None and latest.version != self.policies[role].version and (role, latest.version) not in failed:
                 due.append((role, latest.version))
         return due

@@ -26,7 +26,7 @@ from memsdk.effects import Effect, R
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.gate import GateConfig, GateDecision, GateStates
 from memsdk.llm.base import AsyncLoRABackend
-from memsdk.pipeline import answer_steps, core_steps, decided, retrieve_steps
+from memsdk.pipeline import answer_steps, core_steps, retrieve_steps
 from memsdk.serving.policy_set import Endpoint, Switch
 from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
@@ -81,8 +81,8 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
 
     # -- running the pipeline ------------------------------------------------------------------
 
-    async def _run(self, steps: Generator[Effect, Any, R], timings: Timings) -> R:
-        return await self._runner.arun(steps, self._observed(timings))
+    async def _run(self, steps: Generator[Effect, Any, R], timings: Timings | None = None) -> R:
+        return await self._runner.arun(steps, self._observed(Timings() if timings is None else timings))
 
     # -- the two calls apps make on every turn ------------------------------------------------------
 
@@ -98,7 +98,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         results = []
         with tqdm(total=len(items), desc="ingest", unit="turn", disable=not (progress if progress is not None else len(items) > 1)) as bar:
             for chunk in batched(items, EMBED_AHEAD):
-                ahead = await asyncio.to_thread(self._embed_ahead, chunk)
+                ahead = await self._run(self._embed_ahead(chunk))
                 for turn in chunk:
                     results.append(await self._ingest_one(turn, scope_of(turn), ahead))
                     bar.update()
@@ -112,7 +112,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
                 active = self._policies.active()
                 outcome = await self._run(self._ingest_steps(turn, seen, scope, active), timings)
                 self._recent.add(scope, turn)
-            return await asyncio.to_thread(self._ingest_result, turn, seen, whose, scope, active, outcome, started, timings)
+            return await self._run(self._ingest_result(turn, seen, whose, scope, active, outcome, started, timings), timings)
 
     async def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:
         self._check_open()
@@ -122,11 +122,11 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         active = self._policies.active()
         with self._telemetry.operation("answer", scopes):
             outcome = await self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
-            return await asyncio.to_thread(self._answer_result, question, scopes, active, outcome, started, timings)
+            return await self._run(self._answer_result(question, scopes, active, outcome, started, timings), timings)
 
     async def feedback(self, trajectory_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
         self._check_open()
-        await asyncio.to_thread(self._feedback, trajectory_id, correct, gold)
+        await self._run(self._feedback(trajectory_id, correct, gold))
 
     # -- direct memory access ------------------------------------------------------------------
 
@@ -138,7 +138,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         self._check_open()
         scopes = self._as_scopes(scope)
         with self._telemetry.operation("retrieve", scopes):
-            return await self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active().answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
+            return await self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active().answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid))
 
     async def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()
@@ -150,15 +150,15 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
 
     async def add(self, text: str, *, scope: ScopeLike, metadata: dict[str, Any] | None = None, tier: Tier | str = Tier.SEMANTIC) -> MemoryRecord:
         self._check_open()
-        return await asyncio.to_thread(self._add, text, scope, metadata, tier)
+        return await self._run(self._add(text, scope, metadata, tier))
 
     async def update(self, memory_id: uuid.UUID | str, text: str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()
-        return await asyncio.to_thread(self._update, memory_id, text, scope)
+        return await self._run(self._update(memory_id, text, scope))
 
     async def delete(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()
-        return await asyncio.to_thread(self._delete, memory_id, scope)
+        return await self._run(self._delete(memory_id, scope))
 
     async def restore(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()
@@ -166,31 +166,30 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
 
     async def history(self, memory_id: uuid.UUID | str | None = None, *, scope: ScopeLike) -> builtins.list[HistoryEvent]:  # `list` is the method above
         self._check_open()
-        return await asyncio.to_thread(self._history, scope, memory_id)
+        return await asyncio.to_thread(self.bank.history, scope, memory_id)
 
     async def erase(self, *, scope: ScopeLike) -> int:
         self._check_open()
-        return await asyncio.to_thread(self._erase, scope)
+        return await self._run(self._erase(scope))
 
     async def export(self, dest: str | os.PathLike[str] | IO[str], *, scope: ScopeLike) -> int:
         self._check_open()
-        return await asyncio.to_thread(self._export, scope, dest)
+        return await asyncio.to_thread(self.bank.export, scope, dest)
 
     async def read(self, source: str | Iterable[TurnLike], *, scope: ScopeLike, budget_tokens: int = 256, chunk_tokens: int = 1024, progress: bool | None = None) -> ReadResult:
         self._check_open()
-        plan = await asyncio.to_thread(self._read_plan, source, scope, budget_tokens, chunk_tokens)
+        plan = await self._run(self._read_plan(source, scope, budget_tokens, chunk_tokens))
         started, timings = time.perf_counter(), Timings()
         reader = self._policies.reader()
         for chunk in self._read_bar(plan, progress):
-            step = await self._run(decided(reader, "rewrite", plan.memory, chunk, plan.budget_tokens), timings)
-            await asyncio.to_thread(plan.advance, step)
+            await self._run(self._read_chunk(reader, plan, chunk), timings)
         async with self._scope_locks[self._stripe(plan.scope)]:
             transition = await self._run(core_steps(plan.scope, plan.memory, self._reader_actor(reader)), timings)
-        return await asyncio.to_thread(self._read_result, plan, reader, transition, started, timings)
+        return await self._run(self._read_result(plan, reader, transition, started, timings), timings)
 
     async def import_(self, src: str | os.PathLike[str] | IO[str], *, scope: ScopeLike | None = None) -> int:
         self._check_open()
-        return await asyncio.to_thread(self._import, src, scope)
+        return await asyncio.to_thread(self.bank.import_, src, scope=scope)
 
     # -- policy versions ---------------------------------------------------------------------
 
@@ -209,7 +208,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
     async def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: GateStates = "locomo-val", config: GateConfig = GateConfig(), k: int | None = None) -> GateDecision:
         self._check_open()
         incumbent = against or self._incumbent(role)
-        cases = await asyncio.to_thread(self._gate_cases, role, version, on, k)
+        cases = await self._run(self._gate_cases(role, version, on, k))
         sides = [(v, self._policies.build(await self._loaded(role, v))) for v in (version, incumbent)]
         decision = await gate.acompare(role, sides, cases, on=on, config=config, frozen=self._frozen() if role == "manager" else None)
         await asyncio.to_thread(self._policies.registry.record_decision, decision)
@@ -220,7 +219,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         incumbent = self._incumbent(role)
         decision = None if force else await self.evaluate_policy(role, version, against=incumbent, on=on, config=config)
         switch = await self._loaded(role, version)  # loaded before the trail says it serves: a failed load promotes nothing
-        await asyncio.to_thread(self._promotion, role, version, incumbent, decision, force)
+        await self._run(self._promotion(role, version, incumbent, decision, force))
         self._policies.commit(switch)
         return decision
 
@@ -249,7 +248,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         failed: set[tuple[str, str]] = set()
         while not self._closed:
             await asyncio.sleep(interval_s)
-            for role, version in self._due_promotions(failed):
+            for role, version in await self._run(self._due_promotions(failed)):
                 try:
                     await self.use_policy(role, version)
                 except MemsdkError as exc:

@@ -20,7 +20,7 @@ from memsdk.effects import Effect, R
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.gate import GateConfig, GateDecision, GateStates
 from memsdk.llm.base import LoRABackend
-from memsdk.pipeline import answer_steps, core_steps, decided, retrieve_steps
+from memsdk.pipeline import answer_steps, core_steps, retrieve_steps
 from memsdk.serving.policy_set import Endpoint, Switch
 from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
@@ -79,8 +79,8 @@ class MemoryClient(BaseClient[LoRABackend]):
 
     # -- running the pipeline ------------------------------------------------------------------
 
-    def _run(self, steps: Generator[Effect, Any, R], timings: Timings) -> R:
-        return self._runner.run(steps, self._observed(timings))
+    def _run(self, steps: Generator[Effect, Any, R], timings: Timings | None = None) -> R:
+        return self._runner.run(steps, self._observed(Timings() if timings is None else timings))
 
     # -- the two calls apps make on every turn ------------------------------------------------------
 
@@ -103,7 +103,7 @@ class MemoryClient(BaseClient[LoRABackend]):
         results = []
         with tqdm(total=len(items), desc="ingest", unit="turn", disable=not (progress if progress is not None else len(items) > 1)) as bar:
             for chunk in batched(items, EMBED_AHEAD):
-                ahead = self._embed_ahead(chunk)
+                ahead = self._run(self._embed_ahead(chunk))
                 for turn in chunk:
                     results.append(self._ingest_one(turn, scope_of(turn), ahead))
                     bar.update()
@@ -117,7 +117,7 @@ class MemoryClient(BaseClient[LoRABackend]):
                 active = self._policies.active()
                 outcome = self._run(self._ingest_steps(turn, seen, scope, active), timings)
                 self._recent.add(scope, turn)
-            return self._ingest_result(turn, seen, whose, scope, active, outcome, started, timings)
+            return self._run(self._ingest_result(turn, seen, whose, scope, active, outcome, started, timings), timings)
 
     def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:
         """Answer from memory. With several scopes (e.g. both speakers of a conversation),
@@ -129,12 +129,12 @@ class MemoryClient(BaseClient[LoRABackend]):
         active = self._policies.active()
         with self._telemetry.operation("answer", scopes):
             outcome = self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
-            return self._answer_result(question, scopes, active, outcome, started, timings)
+            return self._run(self._answer_result(question, scopes, active, outcome, started, timings), timings)
 
     def feedback(self, trajectory_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
         """Attach a reward signal to a logged answer (the trainer reads it back)."""
         self._check_open()
-        self._feedback(trajectory_id, correct, gold)
+        self._run(self._feedback(trajectory_id, correct, gold))
 
     # -- direct memory access ------------------------------------------------------------------
 
@@ -149,7 +149,7 @@ class MemoryClient(BaseClient[LoRABackend]):
         self._check_open()
         scopes = self._as_scopes(scope)
         with self._telemetry.operation("retrieve", scopes):
-            return self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active().answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), Timings())
+            return self._run(retrieve_steps(self._check_question(question), scopes, self._answer_k(self._policies.active().answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid))
 
     def get(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         """One live memory of ``scope``. `MemoryNotFound` when it does not exist, is deleted,
@@ -170,19 +170,19 @@ class MemoryClient(BaseClient[LoRABackend]):
         """Store a memory directly (no policy). ``tier="core"`` sets the scope's core memory
         when it has none (`update` rewrites it)."""
         self._check_open()
-        return self._add(text, scope, metadata, tier)
+        return self._run(self._add(text, scope, metadata, tier))
 
     def update(self, memory_id: uuid.UUID | str, text: str, *, scope: ScopeLike) -> MemoryRecord:
         """Rewrite a memory's text (a new version, with an UPDATE event); the same text again
         changes nothing and returns the record as it stands. `MemoryNotFound` as `get`;
         `InvalidInput` for empty or oversized text, or an episodic turn (kept verbatim)."""
         self._check_open()
-        return self._update(memory_id, text, scope)
+        return self._run(self._update(memory_id, text, scope))
 
     def delete(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         """Soft delete: `restore` brings it back; `erase` removes a scope for good."""
         self._check_open()
-        return self._delete(memory_id, scope)
+        return self._run(self._delete(memory_id, scope))
 
     def restore(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         """Undo a soft delete, else a supersession: the memory is current again, at a new
@@ -196,18 +196,18 @@ class MemoryClient(BaseClient[LoRABackend]):
         what changed, from what text to what, by which actor and policy version.
         `MemoryNotFound` for a memory id with no history in the scope."""
         self._check_open()
-        return self._history(scope, memory_id)
+        return self.bank.history(scope, memory_id)
 
     def erase(self, *, scope: ScopeLike) -> int:
         """GDPR erase: the scope's memories, history and logged interactions, gone from disk."""
         self._check_open()
-        return self._erase(scope)
+        return self._run(self._erase(scope))
 
     def export(self, dest: str | os.PathLike[str] | IO[str], *, scope: ScopeLike) -> int:
         """Write ``scope``'s memories and history as JSON lines to a path or a text stream;
         returns the record count. `import_` reads it back."""
         self._check_open()
-        return self._export(scope, dest)
+        return self.bank.export(scope, dest)
 
     def read(self, source: str | Iterable[TurnLike], *, scope: ScopeLike, budget_tokens: int = 256, chunk_tokens: int = 1024, progress: bool | None = None) -> ReadResult:
         """Read a long text (or conversation) chunk by chunk into a memory of at most
@@ -217,14 +217,14 @@ class MemoryClient(BaseClient[LoRABackend]):
         Progress is saved after every chunk: calling again with the same input after a
         crash resumes from the last finished chunk."""
         self._check_open()
-        plan = self._read_plan(source, scope, budget_tokens, chunk_tokens)
+        plan = self._run(self._read_plan(source, scope, budget_tokens, chunk_tokens))
         started, timings = time.perf_counter(), Timings()
         reader = self._policies.reader()
         for chunk in self._read_bar(plan, progress):
-            plan.advance(self._run(decided(reader, "rewrite", plan.memory, chunk, plan.budget_tokens), timings))
+            self._run(self._read_chunk(reader, plan, chunk), timings)
         with self._scope_locks[self._stripe(plan.scope)]:
             transition = self._run(core_steps(plan.scope, plan.memory, self._reader_actor(reader)), timings)
-        return self._read_result(plan, reader, transition, started, timings)
+        return self._run(self._read_result(plan, reader, transition, started, timings), timings)
 
     def import_(self, src: str | os.PathLike[str] | IO[str], *, scope: ScopeLike | None = None) -> int:
         """Load an `export` into ``scope`` (default: the scope it came from); returns the record
@@ -232,7 +232,7 @@ class MemoryClient(BaseClient[LoRABackend]):
         not explain its records; `ImportConflict` when its ids exist already (into its own
         scope ids are kept; into another, every id is renewed)."""
         self._check_open()
-        return self._import(src, scope)
+        return self.bank.import_(src, scope=scope)
 
     # -- policy versions ---------------------------------------------------------------------
 
@@ -260,7 +260,7 @@ class MemoryClient(BaseClient[LoRABackend]):
         or the version's training k: `_answer_k`)."""
         self._check_open()
         incumbent = against or self._incumbent(role)
-        cases = self._gate_cases(role, version, on, k)
+        cases = self._run(self._gate_cases(role, version, on, k))
         sides = [(v, self._policies.build(self._loaded(role, v))) for v in (version, incumbent)]
         decision = gate.compare(role, sides, cases, on=on, config=config, frozen=self._frozen() if role == "manager" else None)
         self._policies.registry.record_decision(decision)
@@ -274,7 +274,7 @@ class MemoryClient(BaseClient[LoRABackend]):
         incumbent = self._incumbent(role)
         decision = None if force else self.evaluate_policy(role, version, against=incumbent, on=on, config=config)
         switch = self._loaded(role, version)  # loaded before the trail says it serves: a failed load promotes nothing
-        self._promotion(role, version, incumbent, decision, force)
+        self._run(self._promotion(role, version, incumbent, decision, force))
         self._policies.commit(switch)
         return decision
 
@@ -315,7 +315,7 @@ class MemoryClient(BaseClient[LoRABackend]):
     def _watch(self, interval_s: float) -> None:
         failed: set[tuple[str, str]] = set()
         while not self._stop_watching.wait(interval_s):
-            for role, version in self._due_promotions(failed):
+            for role, version in self._run(self._due_promotions(failed)):
                 try:
                     self.use_policy(role, version)
                 except MemsdkError as exc:

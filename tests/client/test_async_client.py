@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
+import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from memsdk import AsyncMemoryClient, MemoryClient
+from memsdk.bank import MemoryBank
+from memsdk.client import _base
 from memsdk.errors import ClientClosed
 from memsdk.embedding import HashEmbedder
+from memsdk.store.memory import InMemoryTransport
 
 from .conftest import CAROLINE, MELANIE
 
@@ -47,3 +54,56 @@ def test_async_client_end_to_end(tmp_path) -> None:
             await client.search("x", scope=CAROLINE)
 
     asyncio.run(scenario())
+
+
+def test_the_async_client_keeps_the_store_and_the_log_off_the_event_loop(tmp_path) -> None:
+    """Every write the shared core asks for (an op, an erase, a log row, feedback) is an effect
+    the async runner carries out in a worker thread: a slow disk never stalls the app's loop."""
+    bank = MemoryBank(InMemoryTransport(64), HashEmbedder(64))
+    seen: dict[str, set[int]] = {}
+
+    def watched(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            seen.setdefault(name, set()).add(threading.get_ident())
+            return fn(*args, **kwargs)
+
+        return call
+
+    for name in ("apply", "delete_all"):
+        setattr(bank, name, watched(name, getattr(bank, name)))
+
+    async def scenario() -> int:
+        async with AsyncMemoryClient(data_dir=tmp_path, policies="heuristic", bank=bank) as client:
+            assert client.log is not None
+            for name in ("append", "add_feedback", "erase"):
+                setattr(client.log, name, watched(name, getattr(client.log, name)))
+            await client.ingest({"speaker": "Caroline", "text": "I adopted a dog named Buddy"}, scope=CAROLINE)
+            answer = await client.answer("What is the dog called?", scope=CAROLINE)
+            rec = await client.add("Likes tea", scope=CAROLINE)
+            await client.update(rec.id, "Likes green tea", scope=CAROLINE)
+            await client.delete(rec.id, scope=CAROLINE)
+            await client.feedback(answer.trajectory_id, correct=True)
+            await client.erase(scope=CAROLINE)
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(scenario())
+    assert set(seen) == {"apply", "delete_all", "append", "add_feedback", "erase"}
+    assert all(loop_thread not in threads for threads in seen.values()), seen
+
+
+def test_the_shared_core_makes_no_blocking_call_itself() -> None:
+    """`BaseClient` says what to do to the store, the log and the registry as effects; only
+    construction (a constructor cannot await) and its undoing call them directly."""
+    tree = ast.parse(inspect.getsource(_base))
+    (core,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "BaseClient"]
+    constructing = {"__init__", "_registry", "_release_bank", "_close_backends_now"}
+    io_objects = {"bank", "log", "_embedder", "registry"}
+    calls = []
+    for method in core.body:
+        if isinstance(method, ast.FunctionDef) and method.name not in constructing:
+            for node in ast.walk(method):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    owner = node.func.value
+                    if isinstance(owner, ast.Attribute) and owner.attr in io_objects:
+                        calls.append(f"{method.name}: {ast.unparse(node.func)}")
+    assert calls == []
