@@ -11,7 +11,7 @@ environment and the CLI all accept.
               "manager": {"base_url": "http://big:8000", "model": "qwen-7b"},
               "answerer": LLMSpec(in_process=True),
               }
-    policies={"manager": NoCardNumbers()}               a policy object (`memsdk.policies.custom`)
+    policies={"manager": NoCardNumbers()}               a policy object (`memsdk.policies.plugged`)
     policies={"manager": "no-card-numbers"}             a policy installed under the ``memsdk.policies`` entry points
 
 A role's choice is one of: ``"heuristic"``, ``"llm"`` (an `LLMSpec` with every field at its
@@ -59,7 +59,7 @@ class LLMSpec(BaseModel):
     any other); ``prompt`` a prompt id such as ``manager/v2``; ``sampling`` the role's
     sampling; ``fallback`` whether the role degrades to its heuristic while its backend is
     down (default: the client's ``fallback_to_heuristic``); ``policy`` a request/read policy
-    (`memsdk.policies.custom.PromptPolicy`) or an installed policy's name, served on this
+    (`memsdk.policies.plugged.PromptPolicy`) or an installed policy's name, served on this
     LLM instead of the built-in prompt; ``backend`` an LLM backend object to use (it stays
     the caller's: the client never closes it).
     """
@@ -101,7 +101,7 @@ def role_choice(value: Any, role: str) -> Any:
     """Normalise one role's choice: a shorthand string, an installed policy's name, an
     `LLMSpec` (from a dict or JSON text), or a policy object for ``role``. Raises ValueError
     (which pydantic reports with the field's path) for anything else."""
-    from memsdk.policies.custom import check_policy_object
+    from memsdk.policies.plugged import check_policy_object
 
     if isinstance(value, LLMSpec):
         return value

@@ -5,6 +5,8 @@ used for constrained decoding and for parsing) + backend + model name, and recor
 call as a `PolicyCall` for the interaction log.
 """
 
+from typing import Any
+
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.policies.answerer import UNKNOWN, Answer, Answerer, LLMAnswerer
 from memsdk.policies.calling.caller import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
@@ -18,12 +20,17 @@ from memsdk.policies.writer import LLMWriter, Writer, Written, writer_ops
 from memsdk.policies.deltamem import DeltaMemManager
 from memsdk.policies.pair_manager import PairManager, PairThresholds
 from memsdk.policies.relations import PairClassifier, Relation
+from memsdk.policies.plugged import Plugged
+from memsdk.policies.extractor import ExtractorRules, PluggedExtractor
+from memsdk.policies.manager import ManagerRules, PluggedManager
+from memsdk.policies.answerer import AnswererRules, PluggedAnswerer
 
 LLMPolicy = LLMExtractor | LLMManager | LLMAnswerer
 
 __all__ = [
     "Answer",
     "Answerer",
+    "AnswererRules",
     "ChunkExtractor",
     "ChunkManager",
     "Decision",
@@ -31,6 +38,7 @@ __all__ = [
     "ExtractiveAnswerer",
     "Extraction",
     "Extractor",
+    "ExtractorRules",
     "HeuristicExtractor",
     "HeuristicManager",
     "LLMAnswerer",
@@ -41,17 +49,22 @@ __all__ = [
     "NAMED",
     "LLMPolicy",
     "Manager",
+    "ManagerRules",
     "OpGuard",
     "PairClassifier",
     "PairManager",
     "PairThresholds",
     "PolicyCall",
     "PolicyConfig",
+    "PluggedAnswerer",
+    "PluggedExtractor",
+    "PluggedManager",
     "PolicyStats",
     "PromptTemplate",
     "Relation",
     "UNKNOWN",
     "llm_policy_class",
+    "plug",
     "load_prompt",
     "memory_r2_policies",
     "split_prompt_id",
@@ -94,3 +107,12 @@ def llm_policy_class(role: str, prompt_id: str | None = None) -> tuple[type[LLMP
             load_prompt(prompt_role, version)  # a missing prompt file fails here, not at the first request
             return cls, version
     raise ValueError(f"the {role} cannot run prompt {prompt_id!r}: its prompt roles are {', '.join(c.prompt_role for c in classes)}")
+
+
+#: the class that runs a user's policy object of each role behind the role's interface
+_PLUGGED: dict[str, type[Plugged[Any]]] = {"extractor": PluggedExtractor, "manager": PluggedManager, "answerer": PluggedAnswerer}
+
+
+def plug(role: str, policy: Any, **kw: Any) -> Plugged[Any]:
+    """A user's policy object for ``role``, ready for the pipeline (`memsdk.policies.plugged`)."""
+    return _PLUGGED[role](policy, **kw)

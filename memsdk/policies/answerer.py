@@ -3,7 +3,8 @@
 The role whole, in one module: `Answer` and the `Answerer` protocol, the output schema
 (`AnswerOut`), the LLM policy (`LLMAnswerer`) and the policy without a model,
 `ExtractiveAnswerer`: it picks the memory sharing most words with the question and answers
-with its words that the question does not already contain.
+with its words that the question does not already contain. An answerer you write follows
+`AnswererRules` and is run by `PluggedAnswerer` (`memsdk.policies.plugged`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from memsdk.policies.calling.schema import Notes, unloop
 from memsdk.policies.manager import render_memories
 from memsdk.policies.words import HEADER, STOPWORDS, split_words, word_key
 from memsdk.types import MemoryRecord, ScoredMemory
+from memsdk.policies.plugged import Plugged
 
-__all__ = ["Answer", "Answerer", "LLMAnswerer", "UNKNOWN", "AnswerOut", "ANSWER_ALIASES", "ExtractiveAnswerer"]
+__all__ = ["Answer", "Answerer", "LLMAnswerer", "UNKNOWN", "AnswerOut", "ANSWER_ALIASES", "ExtractiveAnswerer", "AnswererRules", "PluggedAnswerer"]
 
 UNKNOWN = "unknown"
 MAX_QUESTION_CHARS = 500
@@ -203,3 +205,33 @@ class ExtractiveAnswerer:
             return Answer(UNKNOWN, [])
         new = [w for w in split_words(HEADER.sub("", best.record.text)) if word_key(w) not in asked and w not in STOPWORDS]
         return Answer(" ".join(new[: self.max_words]) or UNKNOWN, [best.record])
+
+
+# -- a policy you write (`memsdk.policies.plugged`) -------------------------------------
+
+
+@runtime_checkable
+class AnswererRules(Protocol):
+    """An answerer without an LLM: a short answer to ``question`` from ``memories``."""
+
+    def answer(self, question: str, memories: Sequence[ScoredMemory]) -> str | Answer: ...
+
+
+class PluggedAnswerer(Plugged[Answer]):
+    role, rule = "answerer", "answer"
+
+    def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
+        return run(self.steps(question, tuple(memories)))
+
+    def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Answer:
+        if isinstance(value, Answer):
+            return value
+        if not isinstance(value, str):
+            raise self._wrong("an answer", value, "a string")
+        return Answer(value.strip() or UNKNOWN, [])
+
+    def _empty(self, why: str) -> Answer:
+        return Answer(UNKNOWN, [])
+
+    def _summary(self, result: Answer) -> dict[str, Any]:
+        return {"answer": result.text}

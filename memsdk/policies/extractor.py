@@ -4,7 +4,8 @@ The role whole, in one module: what it returns (`Extraction`) and promises (`Ext
 output schema (`ExtractedFacts`), its LLM policies (`LLMExtractor`, Memory-R2's
 `ChunkExtractor`) and its policy without a model, `HeuristicExtractor`: the turn itself is the
 fact ("Caroline: ...", with its date), the baseline every trained extractor is compared with
-and the fallback while the LLM backend is down.
+and the fallback while the LLM backend is down. An extractor you write follows
+`ExtractorRules` and is run by `PluggedExtractor` (`memsdk.policies.plugged`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from memsdk.policies.calling.prompts import load_prompt
 from memsdk.policies.calling.schema import Notes, as_list, unloop
 from memsdk.policies.words import split_words
 from memsdk.types import Turn
+from memsdk.policies.plugged import Plugged
 
-__all__ = ["Extraction", "Extractor", "LLMExtractor", "ChunkExtractor", "render_turn", "ExtractedFacts", "HeuristicExtractor"]
+__all__ = ["Extraction", "Extractor", "LLMExtractor", "ChunkExtractor", "render_turn", "ExtractedFacts", "HeuristicExtractor", "ExtractorRules", "PluggedExtractor"]
 
 #: the part of a turn an extractor prompt shows; keeps the prompt within the token budget
 MAX_TURN_CHARS = 1500
@@ -177,3 +179,36 @@ class HeuristicExtractor:
             return Extraction([])
         when = f" (on {render_timestamp(turn.timestamp)})" if turn.timestamp else ""
         return Extraction([f"{turn.speaker}{when}: {turn.text.strip()[: self.max_chars]}"])
+
+
+# -- a policy you write (`memsdk.policies.plugged`) -------------------------------------
+
+
+@runtime_checkable
+class ExtractorRules(Protocol):
+    """An extractor without an LLM: the facts worth keeping from ``turn``."""
+
+    def extract(self, turn: Turn, context: Sequence[Turn]) -> Sequence[str] | Extraction: ...
+
+
+class PluggedExtractor(Plugged[Extraction]):
+    role, rule = "extractor", "extract"
+
+    def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
+        return run(self.steps(turn, tuple(context)))
+
+    def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Extraction:
+        if isinstance(value, Extraction):
+            return value
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            raise self._wrong("a result", value, "a list of fact strings")
+        for i, fact in enumerate(value):
+            if not isinstance(fact, str):
+                raise self._wrong(f"facts[{i}]", fact, "a string")
+        return Extraction([f.strip() for f in value if f.strip()])
+
+    def _empty(self, why: str) -> Extraction:
+        return Extraction([])
+
+    def _summary(self, result: Extraction) -> dict[str, Any]:
+        return {"facts": result.facts}

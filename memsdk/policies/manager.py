@@ -11,7 +11,8 @@ The role whole, in one module: `Decision` and the `Manager` protocol, the output
 and the policy without a model, `HeuristicManager`: Mem0-style similarity thresholds. A
 near-duplicate is NOOP; a close match is UPDATEd to the old text plus the new fact (nothing is
 lost); anything else is ADDed. It never deletes. The trained managers without an LLM
-(`pair_manager`) and DeltaMem's (`deltamem`) build on these parts.
+(`pair_manager`) and DeltaMem's (`deltamem`) build on these parts. A manager you write
+follows `ManagerRules` and is run by `PluggedManager` (`memsdk.policies.plugged`).
 """
 
 from __future__ import annotations
@@ -20,17 +21,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from memsdk.effects import Request, Steps, run
+from memsdk.errors import InvalidInput, PolicyError
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.policies.calling.caller import LLMCaller, PolicyCall, PolicyConfig, PolicyStats
 from memsdk.policies.calling.prompts import load_prompt
 from memsdk.policies.calling.schema import Notes, salvage_items
 from memsdk.grounding import grounded
 from memsdk.types import Op, OpType, ScoredMemory, Tier, check_text
+from memsdk.policies.plugged import Plugged
 
-__all__ = ["Decision", "Manager", "LLMManager", "ChunkManager", "OpGuard", "to_ops", "check_ops", "render_memories", "alias_problem", "valid_text", "ManagerOpOut", "ManagerDecision", "HeuristicManager"]
+__all__ = ["Decision", "Manager", "LLMManager", "ChunkManager", "OpGuard", "to_ops", "check_ops", "render_memories", "alias_problem", "valid_text", "ManagerOpOut", "ManagerDecision", "HeuristicManager", "ManagerRules", "PluggedManager"]
 
 MEMORY_CHARS = 300
 
@@ -334,3 +337,49 @@ class HeuristicManager:
             else:
                 ops.append(Op.add(fact, source_turn_ids=turns))
         return Decision(ops)
+
+
+# -- a policy you write (`memsdk.policies.plugged`) -------------------------------------
+
+
+@runtime_checkable
+class ManagerRules(Protocol):
+    """A manager without an LLM: ops for ``facts`` on the ``related`` memories it is shown."""
+
+    def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str]) -> Sequence[Op | dict[str, Any]] | Decision: ...
+
+
+class PluggedManager(Plugged[Decision]):
+    role, rule = "manager", "decide"
+
+    def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
+        return run(self.steps(tuple(facts), tuple(related), source_turn_ids=tuple(source_turn_ids)))
+
+    def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Decision:
+        turns = tuple(kw.get("source_turn_ids", ()))
+        if isinstance(value, Decision):
+            ops: Sequence[Any] = value.ops
+        elif isinstance(value, (list, tuple)):
+            ops = value
+        else:
+            raise self._wrong("a result", value, "a list of memsdk.types.Op (or dicts of their fields)")
+        checked = []
+        for i, op in enumerate(ops):
+            try:
+                op = op if isinstance(op, Op) else Op.model_validate(op)
+            except ValidationError as exc:
+                self.stats.add("bad_results")
+                raise PolicyError(f"{self.version} returned an invalid op: {InvalidInput.from_pydantic(exc, f'ops[{i}]')}") from None
+            if op.op is not OpType.DELETE and op.op is not OpType.NOOP and not op.source_turn_ids and turns:
+                op = op.model_copy(update={"source_turn_ids": turns})  # provenance, as the built-ins record it
+            checked.append(op)
+        if isinstance(value, Decision):
+            value.ops = checked
+            return value
+        return Decision(checked)
+
+    def _empty(self, why: str) -> Decision:
+        return Decision([], rejected=[f"unreadable reply: {why}"])
+
+    def _summary(self, result: Decision) -> dict[str, Any]:
+        return {"ops": [op.model_dump(mode="json") for op in result.ops]}

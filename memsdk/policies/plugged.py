@@ -1,6 +1,8 @@
-"""Policies you write: the public protocol of each role, and how memsdk runs them.
+"""Policies you write: how memsdk runs them, whatever their role.
 
-A policy takes one of two forms, per role:
+A policy takes one of two forms, per role (each role's module holds its rules protocol and
+its plugged class: `memsdk.policies.extractor.ExtractorRules` / `PluggedExtractor`, the
+manager's and the answerer's likewise; `memsdk.policies.plug` picks the class for a role):
 
 - **Rules** (no LLM), one plain method:
   ``extract(turn, context) -> list[str]`` (facts), ``decide(facts, related, *,
@@ -32,50 +34,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from abc import ABC, abstractmethod
-from pydantic import ValidationError
 
-from memsdk.effects import Call, Chat, Request, Steps, run
-from memsdk.errors import InvalidInput, MemsdkError, PolicyError
+from memsdk.effects import Call, Chat, Request, Steps
+from memsdk.errors import MemsdkError, PolicyError
 from memsdk.llm.base import Completion, SamplingParams
-from memsdk.policies.answerer import Answer, UNKNOWN
 from memsdk.policies.calling.caller import PolicyCall, PolicyStats
-from memsdk.policies.extractor import Extraction
-from memsdk.policies.manager import Decision
-from memsdk.types import Op, OpType, ScoredMemory, Turn
 
-__all__ = [
-    "ExtractorRules",
-    "ManagerRules",
-    "AnswererRules",
-    "PromptPolicy",
-    "PluggedExtractor",
-    "PluggedManager",
-    "PluggedAnswerer",
-    "check_policy_object",
-    "is_prompt_policy",
-    "plug",
-]
-
-
-@runtime_checkable
-class ExtractorRules(Protocol):
-    """An extractor without an LLM: the facts worth keeping from ``turn``."""
-
-    def extract(self, turn: Turn, context: Sequence[Turn]) -> Sequence[str] | Extraction: ...
-
-
-@runtime_checkable
-class ManagerRules(Protocol):
-    """A manager without an LLM: ops for ``facts`` on the ``related`` memories it is shown."""
-
-    def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str]) -> Sequence[Op | dict[str, Any]] | Decision: ...
-
-
-@runtime_checkable
-class AnswererRules(Protocol):
-    """An answerer without an LLM: a short answer to ``question`` from ``memories``."""
-
-    def answer(self, question: str, memories: Sequence[ScoredMemory]) -> str | Answer: ...
+__all__ = ["PromptPolicy", "Plugged", "RULE_METHOD", "check_policy_object", "is_prompt_policy"]
 
 
 @runtime_checkable
@@ -116,7 +81,7 @@ class _Decided(Protocol):
 D = TypeVar("D", bound=_Decided)  # the role's result: Extraction, Decision or Answer
 
 
-class _Plugged(ABC, Generic[D]):
+class Plugged(ABC, Generic[D]):
     """Runs a user's policy of one role behind the interface the pipeline calls.
 
     Subclasses say which method the role has (``rule``) and how a result is checked
@@ -226,90 +191,3 @@ class _Plugged(ABC, Generic[D]):
     @abstractmethod
     def _summary(self, result: D) -> dict[str, Any]:
         """The logged ``parsed`` field of a call that was read."""
-
-
-class PluggedExtractor(_Plugged[Extraction]):
-    role, rule = "extractor", "extract"
-
-    def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
-        return run(self.steps(turn, tuple(context)))
-
-    def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Extraction:
-        if isinstance(value, Extraction):
-            return value
-        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-            raise self._wrong("a result", value, "a list of fact strings")
-        for i, fact in enumerate(value):
-            if not isinstance(fact, str):
-                raise self._wrong(f"facts[{i}]", fact, "a string")
-        return Extraction([f.strip() for f in value if f.strip()])
-
-    def _empty(self, why: str) -> Extraction:
-        return Extraction([])
-
-    def _summary(self, result: Extraction) -> dict[str, Any]:
-        return {"facts": result.facts}
-
-
-class PluggedManager(_Plugged[Decision]):
-    role, rule = "manager", "decide"
-
-    def decide(self, facts: Sequence[str], related: Sequence[ScoredMemory], *, source_turn_ids: Sequence[str] = ()) -> Decision:
-        return run(self.steps(tuple(facts), tuple(related), source_turn_ids=tuple(source_turn_ids)))
-
-    def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Decision:
-        turns = tuple(kw.get("source_turn_ids", ()))
-        if isinstance(value, Decision):
-            ops: Sequence[Any] = value.ops
-        elif isinstance(value, (list, tuple)):
-            ops = value
-        else:
-            raise self._wrong("a result", value, "a list of memsdk.types.Op (or dicts of their fields)")
-        checked = []
-        for i, op in enumerate(ops):
-            try:
-                op = op if isinstance(op, Op) else Op.model_validate(op)
-            except ValidationError as exc:
-                self.stats.add("bad_results")
-                raise PolicyError(f"{self.version} returned an invalid op: {InvalidInput.from_pydantic(exc, f'ops[{i}]')}") from None
-            if op.op is not OpType.DELETE and op.op is not OpType.NOOP and not op.source_turn_ids and turns:
-                op = op.model_copy(update={"source_turn_ids": turns})  # provenance, as the built-ins record it
-            checked.append(op)
-        if isinstance(value, Decision):
-            value.ops = checked
-            return value
-        return Decision(checked)
-
-    def _empty(self, why: str) -> Decision:
-        return Decision([], rejected=[f"unreadable reply: {why}"])
-
-    def _summary(self, result: Decision) -> dict[str, Any]:
-        return {"ops": [op.model_dump(mode="json") for op in result.ops]}
-
-
-class PluggedAnswerer(_Plugged[Answer]):
-    role, rule = "answerer", "answer"
-
-    def answer(self, question: str, memories: Sequence[ScoredMemory]) -> Answer:
-        return run(self.steps(question, tuple(memories)))
-
-    def _coerce(self, value: Any, inputs: tuple[Any, ...], kw: dict[str, Any]) -> Answer:
-        if isinstance(value, Answer):
-            return value
-        if not isinstance(value, str):
-            raise self._wrong("an answer", value, "a string")
-        return Answer(value.strip() or UNKNOWN, [])
-
-    def _empty(self, why: str) -> Answer:
-        return Answer(UNKNOWN, [])
-
-    def _summary(self, result: Answer) -> dict[str, Any]:
-        return {"answer": result.text}
-
-
-_PLUGGED: dict[str, type[_Plugged[Any]]] = {"extractor": PluggedExtractor, "manager": PluggedManager, "answerer": PluggedAnswerer}
-
-
-def plug(role: str, policy: Any, **kw: Any) -> _Plugged[Any]:
-    """A user's policy object for ``role``, ready for the pipeline (see `_Plugged`)."""
-    return _PLUGGED[role](policy, **kw)

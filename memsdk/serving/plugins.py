@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from memsdk.policies.custom import RULE_METHOD, check_policy_object, is_prompt_policy
+from memsdk.policies.plugged import RULE_METHOD, check_policy_object, is_prompt_policy
 
 __all__ = ["GROUP", "Installed", "installed", "load_installed"]
 

@@ -29,9 +29,9 @@ from memsdk.errors import InvalidInput, PolicyError
 from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.llm.models import model_key
 from memsdk.pipeline.decisions import ActivePolicies
-from memsdk.policies import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, Manager, NAMED, PolicyConfig, llm_policy_class, load_prompt, split_prompt_id
+from memsdk.policies import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, Manager, NAMED, PolicyConfig, llm_policy_class, load_prompt, plug, split_prompt_id
 from memsdk.policies.cross_encoder import load_relations
-from memsdk.policies.custom import is_prompt_policy, plug
+from memsdk.policies.plugged import is_prompt_policy
 from memsdk.policies.pair_manager import PairManager
 from memsdk.policies.reader import LLMReader, WindowReader
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, PolicyRegistry, ROLES
