@@ -14,7 +14,7 @@ from typing import Any, TypedDict, Unpack
 import numpy as np
 
 from memsdk.store.base import SCOPE_TIER_FIELD, Point, Sparse, Where, scope_tier_key
-from memsdk.types import HistoryEvent, MemoryRecord, Scope
+from memsdk.types import STORED, HistoryEvent, MemoryRecord, Scope
 
 __all__ = ["record_point", "event_point", "decode_record", "decode_event", "memories", "events", "scope_points"]
 
@@ -69,8 +69,8 @@ def _fields(point: Point) -> dict[str, Any]:
 
 
 def decode_record(point: Point) -> MemoryRecord:
-    return MemoryRecord.model_validate(_fields(point))
+    return MemoryRecord.model_validate(_fields(point), context=STORED)
 
 
 def decode_event(point: Point) -> HistoryEvent:
-    return HistoryEvent.model_validate(_fields(point))
+    return HistoryEvent.model_validate(_fields(point), context=STORED)

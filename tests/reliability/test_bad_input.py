@@ -57,3 +57,24 @@ def test_integers_within_64_bits_round_trip_exactly(tmp_path: Path) -> None:
         rec = client.add("Likes tea", scope=U, metadata={"big": 2**63 - 1, "small": -(2**63) + 1})
         assert client.get(rec.id, scope=U).metadata == {"big": 2**63 - 1, "small": -(2**63) + 1}
         assert client.list(scope=U, limit=0) == [] and len(client.list(scope=U, offset=0)) == 1
+
+
+def test_records_are_checked_on_the_way_in_and_read_back_by_type_only() -> None:
+    """What the bank stored passed every check when it was written; reading it back (the
+    `STORED` context) checks types, not the text rules again, while any other record is
+    checked in full."""
+    from datetime import UTC, datetime
+    import uuid
+
+    from pydantic import ValidationError
+
+    from memsdk.types import STORED, MemoryRecord
+
+    now = datetime.now(UTC)
+    fields = {"id": uuid.uuid4(), "text": "a\x00b", "scope": {"user_id": "bob\x07"}, "created_at": now, "updated_at": now, "version": 1, "content_hash": "h", "metadata": {"n": 2**70}}
+    with pytest.raises(ValidationError) as raised:
+        MemoryRecord.model_validate(fields)
+    assert {e["loc"][0] for e in raised.value.errors()} == {"text", "scope", "metadata"}
+    assert MemoryRecord.model_validate(fields, context=STORED).scope.user_id == "bob\x07"
+    with pytest.raises(ValidationError):  # types are still checked
+        MemoryRecord.model_validate({**fields, "version": "many"}, context=STORED)
