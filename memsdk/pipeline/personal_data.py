@@ -2,7 +2,8 @@
 
 Users ask to forget a *kind* of data, not its text: "please forget my old address", "don't
 keep my card number", "I'd rather you didn't store anything about my diagnosis". Three pure
-answers let the forget path act on that: `detect` says which kinds a memory holds a value of,
+answers let the forget path act on that: `detect` says which kinds a memory holds a value of
+(`values`: and which values),
 `kinds_named` which kinds a request's subject names, and `topic_terms` / `states_topic` which
 word stems state a sensitive topic the request names (the lead combines these with embedding
 similarity; this module does no I/O and imports nothing but the standard library).
@@ -59,11 +60,11 @@ caught, "I had a rough week with my head" is not).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 from typing import NamedTuple
 
-__all__ = ["DataKind", "detect", "kinds_named", "topic_terms", "states_topic"]
+__all__ = ["DataKind", "detect", "values", "kinds_named", "topic_terms", "states_topic"]
 
 
 class DataKind(StrEnum):
@@ -166,18 +167,24 @@ def _lead_in(text: str, start: int) -> str:
     return _SENTENCE_BREAK.split(text[max(0, start - _CUE_WINDOW) : start])[-1]
 
 
-def _fires(rule: _Rule, text: str) -> bool:
+def _found(rule: _Rule, text: str) -> Iterator[re.Match[str]]:
     for m in rule.value.finditer(text):
         if rule.cue is not None and not rule.cue.search(_lead_in(text, m.start())):
             continue
         if rule.check is None or rule.check(m.group()):
-            return True
-    return False
+            yield m
 
 
 def detect(text: str) -> frozenset[DataKind]:
     """The kinds of personal data ``text`` holds a value of (see the module docstring)."""
-    return frozenset(rule.kind for rule in _RULES if _fires(rule, text))
+    return frozenset(rule.kind for rule in _RULES if next(_found(rule, text), None) is not None)
+
+
+def values(text: str) -> list[tuple[DataKind, str]]:
+    """The values of personal data ``text`` holds, each with its kind, in the order they
+    start (what `detect` finds, with the text it found)."""
+    found = sorted(((m.start(), rule.kind, m.group()) for rule in _RULES for m in _found(rule, text)), key=lambda f: f[0])
+    return [(kind, value) for _, kind, value in found]
 
 
 # --- kinds_named and topic_terms ----------------------------------------------------------
