@@ -96,6 +96,8 @@ def whole_value(answer: Answer, shown: Sequence[ScoredMemory]) -> Answer:
     if len(part) < 3:
         return answer
     for record in [*answer.evidence, *(h.record for h in shown)]:
+        if part not in record.text.casefold():
+            continue  # the detectors' regexes run only on a memory that holds the answer
         for kind, value in values(record.text):
             if kind in IDENTIFIERS and part in value.casefold() and part != value.casefold():
                 return Answer(value, answer.evidence, answer.calls)
