@@ -62,7 +62,7 @@ class CrossEncoderConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    head: str = Field("memsdk/registry/packaged/manager/pairs-v2", description="The pair head folder the cross-encoder is mixed with (served as it is).")
+    head: str = Field("memsdk/registry/packaged/manager/pairs-v4", description="The pair head folder the cross-encoder is mixed with (served as it is).")
     train_scenarios: int | None = Field(1000, ge=1, description="Benchmark scenarios the train pairs come from.")
     val_scenarios: int | None = Field(200, ge=1, description="Benchmark scenarios the val pairs come from.")
     chat_negatives: tuple[str, str] | None = Field(("conv-26", "conv-30"), description="LoCoMo conversations (train, val) whose turns join the pairs as 'unrelated'.")

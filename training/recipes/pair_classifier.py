@@ -96,7 +96,7 @@ class PairClassifierConfig(BaseModel):
     shuffle_labels: bool = Field(False, description="Permute the train labels: the learning test's control.")
     seed: int = 0
     num_threads: int | None = Field(2, description="torch threads for embedding and training; None leaves torch's default.")
-    version: str = "pairs-v2"
+    version: str = "pairs-v4"
     output_dir: str = "build/train/pairs"
     package_dir: str | None = Field(None, description="Also write the head here (memsdk/registry/packaged/manager/pairs-v1).")
     progress: bool = True

@@ -107,7 +107,7 @@ class ManageRunner:
 
     @property
     def served(self) -> dict[str, str]:
-        """What served each role: a trained policy by its version ("pairs" -> pairs-v2), the LLM answerer at its adapter."""
+        """What served each role: a trained policy by its version ("pairs" -> pairs-v4), the LLM answerer at its adapter."""
         named = {role: TRAINED.get(role, {}).get(choice, choice) for role, choice in self.roles.items()}
         if self.config.manager_version and self.roles["manager"] in ("llm", *TRAINED["manager"]):
             named["manager"] = self.config.manager_version if self.roles["manager"] != "llm" else f"llm@{self.config.manager_version}"

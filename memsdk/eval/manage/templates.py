@@ -4,7 +4,9 @@ Every phrasing is a `Template` with an id (``kind.slot.i``); the ids, the first 
 the value pools are dealt to the splits so that ``train``, ``val`` and ``test`` share none of
 them (`split_of_index`: of every four in a list, two go to train, one to val, one to test;
 lists of three give one to each). A policy tuned on train therefore meets new wordings, new
-people and new values on val and test.
+people and new values on val and test. Train also has phrasings of its own (``_TRAIN_ONLY``,
+ids ``kind.slot.tN``): dealt alone, a slot with three phrasings of a kind gives train one,
+and a classifier trained on one wording per slot learns that wording, not the relation.
 
 Phrasing syntax: ``[first|third]`` is the first-person and the third-person form of a span
 ("[I live|$S lives] in {v}"); ``$S`` is the third person as the speaker names them ("my
@@ -59,10 +61,7 @@ class Template:
     kind: str
     slot: str | None
     text: str
-
-    @property
-    def split(self) -> Split:
-        return split_of_index(int(self.id.rsplit(".", 1)[1]))
+    split: Split
 
 
 @dataclass(frozen=True)
@@ -276,10 +275,77 @@ _GENERIC: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
+#: phrasings only train has (see the module docstring): more ways to say that a fact replaces,
+#: corrects, repeats or adds to another, so that val and test measure the relation learnt,
+#: not the wording. Slot phrasings under their slot, generic ones under None.
+_TRAIN_ONLY: dict[str | None, dict[str, tuple[str, ...]]] = {
+    "home": {
+        "state": ("[I'm|$S is] living in {v} at the moment.", "[I've|$S has] got a flat in {v}."),
+        "supersede": ("[We|$S] packed up and left for {new} last month.", "[I'm|$S is] a {new} resident now, the move went fine.", "[I've|$S has] been in {new} since the spring, after the move.", "[We|$S] swapped the old city for {new}."),
+    },
+    "job": {
+        "state": ("[I've|$S has] worked as {a_v} for years.", "By day [I'm|$S is] {a_v}."),
+        "supersede": ("[I|$S] accepted an offer and started as {a_new}.", "[I|$S] changed careers and became {a_new}.", "[I|$S] quit the old job, the new one is {new}.", "As of this month [my|$S's] title is {new}."),
+    },
+    "relationships": {
+        "state": ("[I'm|$S is] with {v}, two years together now.", "{v} and [I|$S] have been a couple since last spring."),
+        "supersede": ("[I'm|$S is] in a relationship with {new} now.", "{new} and [I|$S] got together over the summer.", "After the breakup, [I'm|$S is] with {new} now.", "These days [my|$S's] other half is {new}."),
+    },
+    "pets": {
+        "state": ("[We|$S] got a {species} named {v} last year.", "{v} is [our|$S's] {species}."),
+        "compatible": ("[We|$S] got {new} too, another {species}.", "There's a second {species} in the house now as well, {new}."),
+    },
+    "diet": {
+        "state": ("[I eat|$S eats] {v}, mostly.", "[I stick|$S sticks] to a {v} diet."),
+        "supersede": ("[I've|$S has] gone {new}, new year new habits.", "[I'm|$S is] eating {new} these days, no exceptions.", "The doctor put [me|$O] on a {new} diet, and it stuck.", "[I|$S] changed diet completely: {new} from here on."),
+    },
+    "hobbies": {
+        "state": ("Free time for [me|$O] means {v}.", "[I love|$S loves] {v}, it's the best way to unwind."),
+        "supersede": ("[I've|$S has] traded the old hobby for {new}.", "[I've|$S has] stopped the other thing for a new obsession, {new}.", "Weekends are all about {new} now, the old hobby is done.", "[I|$S] quit the old hobby; {new} is the thing now."),
+        "compatible": ("[I've|$S has] added {new} to the list of hobbies.", "Besides the usual, [I'm|$S is] trying {new}."),
+    },
+    "phone": {
+        "state": ("My mobile is {v}.", "Call me on {v} if you need me."),
+        "supersede": ("New number: {new}, please update it.", "My number's changed to {new}.", "I switched carriers, my number is now {new}.", "Ditch the old number, I'm on {new} now."),
+    },
+    "email": {
+        "state": ("Drop me a line at {v}.", "Here's my email: {v}."),
+        "supersede": ("New email address: {new}.", "I've moved my email over to {new}.", "Email me at {new} now, the old inbox is closed.", "I switched to {new} for my email."),
+    },
+    "address": {
+        "state": ("I'm at {v}, the one with the blue door.", "Our place is {v}."),
+        "supersede": ("We've moved, the new address is {new}.", "Our new place is {new}, update your records.", "Send letters to {new} from now on.", "I'm living at {new} now."),
+    },
+    "health": {
+        "state": ("[I have|$S has] {v}, it flares up now and then.", "[I|$S] got a {v} diagnosis a while ago."),
+        "compatible": ("[I have|$S has] {new} on top of that now.", "The specialist added {new} to the list."),
+    },
+    "schedule": {
+        "state": ("The {event} is the {v}, in {place}.", "[I've|$S has] got the {event} on the {v}, it's in {place}."),
+        "supersede": ("[My|$S's] {event} has been rescheduled for the {new}.", "The {event} is now on the {new}, [we|$S] had to change it.", "[We|$S] moved the {event}, it's the {new} instead.", "Change of plan: the {event} will be on the {new}."),
+    },
+    "family": {
+        "state": ("{v} is my {rel}.", "I've got a {rel}, {v}."),
+        "compatible": ("And I've got a second {rel}, {new}.", "{new} is my other {rel}."),
+    },
+    "possessions": {
+        "state": ("[I've got|$S has] a {v}.", "[My|$S's] daily driver is a {v}."),
+        "supersede": ("[I|$S] replaced the old car with a {new}.", "[I|$S] got rid of the old car for a {new}.", "[My|$S's] car these days is a {new}.", "The old car is gone, [I'm|$S is] the owner of a {new} now."),
+        "compatible": ("[We|$S] kept the old car and also got a {new}.", "[I have|$S has] a {new} in the garage too now."),
+    },
+    None: {
+        "correct_not": ("No wait, {clause}, not {old}.", "I meant to say {clause}, not {old}."),
+        "correct_plain": ("I need to correct myself: {clause}.", "Scratch what I said before, {clause}.", "That was wrong, {clause}.", "To set the record straight, {clause}."),
+        "duplicate": ("As you know, {clause}.", "Still true: {clause}.", "Reminding you, {clause}."),
+    },
+}  # fmt: skip
+
+
 @cache
 def _all() -> tuple[Template, ...]:
-    out = [Template(f"{kind}.{slot}.{i}", kind, slot, text) for slot, kinds in _SLOT_PHRASES.items() for kind, texts in kinds.items() for i, text in enumerate(texts)]
-    out += [Template(f"{kind}.any.{i}", kind, None, text) for kind, texts in _GENERIC.items() for i, text in enumerate(texts)]
+    phrases: list[tuple[str | None, dict[str, tuple[str, ...]]]] = [*_SLOT_PHRASES.items(), (None, _GENERIC)]
+    out = [Template(f"{kind}.{slot or 'any'}.{i}", kind, slot, text, split_of_index(i)) for slot, kinds in phrases for kind, texts in kinds.items() for i, text in enumerate(texts)]
+    out += [Template(f"{kind}.{slot or 'any'}.t{i}", kind, slot, text, "train") for slot, kinds in _TRAIN_ONLY.items() for kind, texts in kinds.items() for i, text in enumerate(texts)]
     return tuple(out)
 
 
