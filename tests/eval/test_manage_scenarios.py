@@ -50,6 +50,18 @@ def test_every_kind_of_phrasing_has_one_in_every_split() -> None:
         assert all(tpl.templates(split, kind, slot) for kind, slot in groups), split
 
 
+def test_train_only_phrasings_are_trains_and_say_nothing_val_or_test_says() -> None:
+    extra = [t for t in tpl._all() if t.id.rsplit(".", 1)[1].startswith("t")]
+    assert extra and {t.split for t in extra} == {"train"}
+    assert {(t.kind, t.slot) for t in extra} <= {(t.kind, t.slot) for t in tpl._all() if t not in extra}  # no new kind of event
+
+    def words(text: str) -> str:
+        return " ".join(text.casefold().replace("[", " ").replace("]", " ").replace("|", " ").split()).strip(" .")
+
+    held_out = {words(t.text) for t in tpl._all() if t.split != "train"}
+    assert not [t.id for t in extra if words(t.text) in held_out]
+
+
 def test_every_event_class_is_exercised(generated: dict[str, list[Scenario]]) -> None:
     for scs in generated.values():
         events = {e.event for sc in scs for e in sc.episodes} | {t.event for sc in scs for t in sc.turns}
