@@ -2,6 +2,7 @@
 publish -> hot-swap into a running client.
 
     python benchmarks/train_answerer_cpu.py [--config training/configs/answerer_grpo_cpu.yaml] [--steps N] [--out DIR] [--package VERSION] [--against base|packaged] [--nproc N]
+    python benchmarks/train_answerer_cpu.py --regate VERSION AGAINST [--out DIR]   # a packaged adapter gated again on today's view
 
 1. train: the answerer recipe (`memsdk_training.recipes.answerer`) on conv-26's questions, each
    with the memories the answer path shows after a heuristic ingest (`answer_cases`): a warm
@@ -48,6 +49,7 @@ from memsdk_training.recipes import AnswererGRPOConfig, PublishSettings, load_co
 from memsdk.eval.manage.cases import manage_answer_cases
 from memsdk.gate import AnswerCase, locomo_answer_cases
 from memsdk_training.recipes.answerer import AnswererRecipe
+from memsdk.serving.policy_set import rules_manager
 from memsdk_training.recipes.manager import make_embedder
 
 VERSION = "locomo-grpo"
@@ -87,7 +89,7 @@ def gate_states(config: AnswererGRPOConfig) -> list[AnswerCase]:
     """All of conv-30's questions, then the management benchmark's val questions when the
     config trains on its train split, each over the bank the config's states are built with."""
     embedder = make_embedder(config.embedder)
-    states = locomo_answer_cases(embedder, split="val", k=config.answer_k, manager=config.manager)
+    states = locomo_answer_cases(embedder, split="val", k=config.answer_k, manager=rules_manager(config.manager, embedder))
     if config.manage_val_scenarios:
         states += manage_answer_cases("val", embedder, k=config.answer_k, manager=config.manager)
     return states
@@ -113,6 +115,19 @@ def train(config: AnswererGRPOConfig, out: Path, nproc: int) -> tuple[list[dict[
     return extra["evals"], extra["best"]
 
 
+def regate(config: AnswererGRPOConfig, version: str, against: str, out: Path) -> None:
+    """Train nothing: gate the packaged ``version`` against the packaged ``against`` on the
+    states as the answer path builds them today. The view an adapter was gated on moves
+    under it (a new default manager retires other facts), and a shipped adapter should still
+    beat its rollback on the view it is served."""
+    started = time.perf_counter()
+    states = gate_states(config)
+    with MemoryClient(data_dir=out / "regate", answer_k=config.answer_k, log_interactions=False, packaged_adapters=True) as client:
+        decision = client.evaluate_policy("answerer", version, against=against, on=states)
+    print(f"{decision.summary()}\ngate wall {time.perf_counter() - started:.0f} s, {decision.paired.n} states, {config.answer_k} memories")
+    (out / "regate.json").write_text(decision.model_dump_json(indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", default="training/configs/answerer_grpo_cpu.yaml")
@@ -121,9 +136,13 @@ def main() -> None:
     parser.add_argument("--package", metavar="VERSION", help="on a pass, ship the adapter inside memsdk as VERSION")
     parser.add_argument("--against", choices=("base", "packaged"), default="base", help="the gate's incumbent: base SmolLM2, or the adapter the package ships")
     parser.add_argument("--nproc", type=int, default=1, help="train data-parallel in N processes (torchrun, gloo); the gate runs in this one")
+    parser.add_argument("--regate", nargs=2, metavar=("VERSION", "AGAINST"), help="train nothing: gate two packaged adapters on today's states (e.g. locomo-v2 locomo-v1)")
     args = parser.parse_args()
     out = Path(args.out or load_config(args.config, AnswererGRPOConfig).output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if args.regate:
+        regate(load_config(args.config, AnswererGRPOConfig, output_dir=str(out)), *args.regate, out)
+        return
     data_dir = Path(tempfile.mkdtemp(prefix="client-", dir=out.parent))  # the app's: its registry receives the adapter
     steps = {"steps": args.steps} if args.steps is not None else {}
     config = load_config(args.config, AnswererGRPOConfig, output_dir=str(out), publish=PublishSettings(registry_dir=str(data_dir / "checkpoints"), version=VERSION), **steps)
