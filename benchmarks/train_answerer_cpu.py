@@ -141,7 +141,8 @@ def main() -> None:
     out = Path(args.out or load_config(args.config, AnswererGRPOConfig).output_dir)
     out.mkdir(parents=True, exist_ok=True)
     if args.regate:
-        regate(load_config(args.config, AnswererGRPOConfig, output_dir=str(out)), *args.regate, out)
+        version, against = args.regate
+        regate(load_config(args.config, AnswererGRPOConfig, output_dir=str(out)), version, against, out)
         return
     data_dir = Path(tempfile.mkdtemp(prefix="client-", dir=out.parent))  # the app's: its registry receives the adapter
     steps = {"steps": args.steps} if args.steps is not None else {}

@@ -11,7 +11,7 @@ from tests.store.conftest import load_benchmark
 def test_the_gate_states_are_conv_30s_questions_over_the_configs_manager() -> None:
     """The states are built with the manager the config names (a name the recipe resolves to
     a policy): every val question of LoCoMo, each with at most ``answer_k`` memories beside
-    the core one. The house refactor had the script pass the name where a `Manager` is
+    the speakers' core ones. The house refactor had the script pass the name where a `Manager` is
     taken, so its gate failed after a finished training run."""
     benchmark = load_benchmark("train_answerer_cpu.py")
     config = AnswererGRPOConfig(embedder="hash", manager="heuristic", answer_k=5, manage_val_scenarios=0)
