@@ -277,7 +277,8 @@ _GENERIC: dict[str, tuple[str, ...]] = {
 
 #: phrasings only train has (see the module docstring): more ways to say that a fact replaces,
 #: corrects, repeats or adds to another, so that val and test measure the relation learnt,
-#: not the wording. Slot phrasings under their slot, generic ones under None.
+#: not the wording. Slot phrasings under their slot, generic ones under None. No "relative"
+#: phrasing: the day each means is `RELATIVE_DAYS` at its position in the dealt list.
 _TRAIN_ONLY: dict[str | None, dict[str, tuple[str, ...]]] = {
     "home": {
         "state": ("[I'm|$S is] living in {v} at the moment.", "[I've|$S has] got a flat in {v}."),
