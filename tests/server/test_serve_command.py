@@ -42,10 +42,13 @@ def test_serve_starts_on_the_keys_in_the_environment_and_stops_on_sigterm(tmp_pa
             assert time.monotonic() < deadline, "memsdk serve did not become ready"
             time.sleep(0.25)
         turn = {"scope": {"user_id": "bob"}, "turn": {"speaker": "Bob", "text": "I live in Boston"}}
-        assert httpx.post(f"{url}/v1/ingest", json=turn, headers={"Authorization": "Bearer k1"}).status_code == 200
-        assert httpx.post(f"{url}/v1/ingest", json=turn).status_code == 401
-        assert len(httpx.get(f"{url}/v1/memories", params={"user_id": "bob"}, headers={"Authorization": "Bearer k1"}).json()) == 2
-        assert httpx.get(f"{url}/v1/memories", params={"user_id": "bob"}, headers={"Authorization": "Bearer k2"}).json() == []
+        # the first ingest loads the embedder: on a busy 2-core runner that took more than
+        # httpx's default 5 s, and this test is about keys and shutdown, not speed
+        with httpx.Client(base_url=url, timeout=60) as http:
+            assert http.post("/v1/ingest", json=turn, headers={"Authorization": "Bearer k1"}).status_code == 200
+            assert http.post("/v1/ingest", json=turn).status_code == 401
+            assert len(http.get("/v1/memories", params={"user_id": "bob"}, headers={"Authorization": "Bearer k1"}).json()) == 2
+            assert http.get("/v1/memories", params={"user_id": "bob"}, headers={"Authorization": "Bearer k2"}).json() == []
     finally:
         proc.send_signal(signal.SIGTERM)
         out = proc.communicate(timeout=60)[0]
