@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["parse_when", "render_when", "render_timestamp", "render_day", "resolve_relative"]
+__all__ = ["parse_when", "render_when", "render_timestamp", "render_day", "resolve_relative", "with_year"]
 
 _MONTHS = {m: i for i, m in enumerate("january february march april may june july august september october november december".split(), start=1)}
 _MONTHS |= {m[:3]: i for m, i in list(_MONTHS.items())}
@@ -144,3 +144,34 @@ def resolve_relative(text: str, when: datetime | None) -> str:
             out.append(text[last:end] + f" ({meaning})")
             last = end
     return "".join(out) + text[last:]
+
+
+_ORDINAL = r"(?:st|nd|rd|th)?"
+# "19 April", "19th of April", "the 19th of April", "April 19", "April 19th": a day without its year
+_BARE_DAY = [
+    re.compile(r"(?:on\s+)?(?:the\s+)?(?P<d>\d{1,2})" + _ORDINAL + r"\s+(?:of\s+)?(?P<mo>[a-z]+)\.?", re.I),
+    re.compile(r"(?:on\s+)?(?P<mo>[a-z]+)\.?\s+(?P<d>\d{1,2})" + _ORDINAL, re.I),
+]
+
+
+def _day(year: int, month: int, day: int) -> datetime | None:
+    try:
+        return datetime(year, month, day, tzinfo=UTC)
+    except ValueError:  # 29 February outside a leap year
+        return None
+
+
+def with_year(text: str, when: datetime) -> str | None:
+    """``text`` with a year when it is a day without one ("19 April" -> "19 April 2025"), else
+    None. The year is the one that puts the day nearest ``when`` (the time it was said): "19
+    April" said on 20 March 2025 is 19 April 2025, "28 December" said on 3 January 2026 is 28
+    December 2025."""
+    for pattern in _BARE_DAY:
+        if (m := pattern.fullmatch(text.strip().rstrip("."))) and (month := _MONTHS.get(m["mo"].lower())):
+            said = parse_when(when) or when
+            days = [day for shift in (-1, 0, 1) if (day := _day(said.year + shift, month, int(m["d"])))]
+            if not days:  # 31 February
+                return None
+            nearest = min(days, key=lambda day: abs(day - said))
+            return f"{text.strip().rstrip('.')}{',' if pattern is _BARE_DAY[1] else ''} {nearest.year}"
+    return None

@@ -16,13 +16,13 @@ from typing import Any
 
 from memsdk.effects import Adjacent, Effect, Search
 from memsdk.pipeline.decisions import ActivePolicies, decided
-from memsdk.pipeline.personal_data import DataKind, values
+from memsdk.pipeline.answers import finished, holders, second_look
 from memsdk.policies import Answer
 from memsdk.types import MemoryRecord, Scope, ScoredMemory, Tier
 
 __all__ = [
     "TIER_RRF_K", "FACT_WEIGHT", "NAMED_SHARE", "NAMED_OTHERS_WEIGHT", "SUPERSEDED_WEIGHT", "NEIGHBOUR_SHARE", "NEIGHBOURS_OF", "NEIGHBOUR_SPAN",
-    "IDENTIFIERS", "AnswerOutcome", "answer_steps", "whole_value", "retrieve_steps", "fuse", "copied_turn", "with_neighbours", "next_turn", "previous_turn", "named_scope",
+    "AnswerOutcome", "answer_steps", "retrieve_steps", "fuse", "copied_turn", "with_neighbours", "next_turn", "previous_turn", "named_scope",
 ]  # fmt: skip
 
 #: reciprocal-rank constant of the tier fusion (`fuse`): score = sum over lists of w / (TIER_RRF_K + rank);
@@ -52,10 +52,6 @@ NAMED_OTHERS_WEIGHT = 0.5
 #: the top of the list
 SUPERSEDED_WEIGHT = 0.8
 
-#: the kinds of personal data whose every character counts: a part of one is no answer
-#: (`whole_value`); a date, an address or a place can be asked for in part ("which year?")
-IDENTIFIERS = frozenset({DataKind.PHONE, DataKind.EMAIL, DataKind.CARD_NUMBER, DataKind.ACCOUNT_NUMBER, DataKind.GOVERNMENT_ID})
-
 #: the last NEIGHBOUR_SHARE of the answer's k go to the turns said around its best
 #: NEIGHBOURS_OF episodic hits, NEIGHBOUR_SPAN turns each way, in conversation order (the
 #: next turn, the one before, then the second next, ...): the answer to "what did Caroline
@@ -77,31 +73,21 @@ class AnswerOutcome:
 
 
 def answer_steps(question: str, scopes: Sequence[Scope], policies: ActivePolicies, answer_k: int, *, tiers: bool = True, hybrid: bool = True) -> Generator[Effect, Any, AnswerOutcome]:
-    """`retrieve_steps`, then the answerer, its answer made `whole_value`."""
+    """`retrieve_steps`, then the answerer, its answer `finished` against what it was shown. An
+    answer from the wrong side of a change is asked for again of the other side
+    (`second_look`): one more call, on those answers only, whose answer is kept when that
+    side holds it (else the first answer stands: a second look must not invent)."""
     shown = yield from retrieve_steps(question, scopes, answer_k, tiers=tiers, hybrid=hybrid)
     answer: Answer = yield from decided(policies.answerer, "answer", question, shown)
-    return AnswerOutcome(whole_value(answer, shown), shown)
-
-
-def whole_value(answer: Answer, shown: Sequence[ScoredMemory]) -> Answer:
-    """The answer, or the whole `IDENTIFIERS` value it is a part of in a memory it cited, else
-    in the first memory shown that holds one: SmolLM2 answers "where can Zara be emailed?" with
-    "example.net" from "zara.cobalt@example.net", and a part of an email address, a phone
-    number or an account number is never the answer. The memories it cited go first: "what
-    was her email before?" is answered from the retired one. The model's own reply stays in
-    its logged call. (Management benchmark val, default client: current-state answers 36 -> 40
-    of 50, previous-state unchanged; no LoCoMo conversation holds such a value, so its F1
-    cannot move.)"""
-    part = answer.text.strip().rstrip(".").casefold()
-    if len(part) < 3:
-        return answer
-    for record in [*answer.evidence, *(h.record for h in shown)]:
-        if part not in record.text.casefold():
-            continue  # the detectors' regexes run only on a memory that holds the answer
-        for kind, value in values(record.text):
-            if kind in IDENTIFIERS and part in value.casefold() and part != value.casefold():
-                return Answer(value, answer.evidence, answer.calls)
-    return answer
+    seen = shown
+    if (other := second_look(question, answer, shown)) is not None:
+        again: Answer = yield from decided(policies.answerer, "answer", question, other)
+        calls = [*answer.calls, *again.calls]
+        if holders(again, other):
+            answer, seen = Answer(again.text, again.evidence, calls, again.fallback), other
+        else:
+            answer = Answer(answer.text, answer.evidence, calls, answer.fallback)
+    return AnswerOutcome(finished(question, answer, seen), shown)
 
 
 def retrieve_steps(question: str, scopes: Sequence[Scope], k: int, *, tiers: bool = True, hybrid: bool = True) -> Generator[Effect, Any, list[ScoredMemory]]:

@@ -267,3 +267,44 @@ def test_a_replaced_fact_that_said_more_leaves_a_corrected_copy_and_stays_histor
     # a replacement that says again all else the old fact said leaves no copy
     r = client.ingest({"speaker": "Greta", "text": "The parent-teacher meeting in Tampere is on the 12th now.", "timestamp": "10 May 2023", "turn_id": "D3:1"}, scope=SAM)
     assert [o.op for o in r.ops] == ["ADD", "RETIRE"]
+
+
+class Says:
+    """A plugged answerer that gives its ``replies`` in turn and keeps what each call was shown."""
+
+    role = "answerer"
+    version = "1"
+
+    def __init__(self, *replies: str) -> None:
+        self.replies, self.shown = list(replies), []
+
+    def answer(self, question, memories):
+        self.shown.append([m.record for m in memories])
+        return self.replies.pop(0)
+
+
+def _moved(make_client, answerer: Says, **kw):
+    client = make_client(policies={"extractor": "heuristic", "manager": ReplacesTheClosest(), "answerer": answerer}, **kw)
+    client.ingest({"speaker": "Sam", "text": "I live in Boston with my two cats", "timestamp": "8 May 2023", "turn_id": "D1:1"}, scope=SAM)
+    client.ingest({"speaker": "Sam", "text": "We finally moved into our new place in Austin", "timestamp": "2 September 2023", "turn_id": "D2:1"}, scope=SAM)
+    return client
+
+
+def test_a_now_answer_that_only_history_holds_is_asked_again_of_what_is_current(make_client) -> None:
+    answerer = Says("Boston", "Austin")
+    a = _moved(make_client, answerer).answer("Where does Sam live now?", scope=SAM)
+    assert a.text == "Austin" and len(answerer.shown) == 2
+    assert any(r.superseded for r in answerer.shown[0]) and not any(r.superseded for r in answerer.shown[1])
+
+
+def test_a_before_answer_that_only_the_replacement_holds_is_asked_again_of_history(make_client) -> None:
+    answerer = Says("Austin", "Boston")
+    a = _moved(make_client, answerer).answer("Where did Sam live before?", scope=SAM)
+    assert a.text == "Boston" and len(answerer.shown) == 2 and all(r.superseded for r in answerer.shown[1])
+
+
+def test_a_second_look_that_finds_nothing_there_keeps_the_first_answer(make_client, tmp_path) -> None:
+    answerer = Says("Boston", "Paris")  # Paris: held by no current memory
+    assert _moved(make_client, answerer).answer("Where does Sam live now?", scope=SAM).text == "Boston"
+    answerer = Says("Austin")  # right the first time: one call
+    assert _moved(make_client, answerer, data_dir=tmp_path / "again").answer("Where does Sam live now?", scope=SAM).text == "Austin" and len(answerer.shown) == 1
