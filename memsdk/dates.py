@@ -166,12 +166,13 @@ def with_year(text: str, when: datetime) -> str | None:
     None. The year is the one that puts the day nearest ``when`` (the time it was said): "19
     April" said on 20 March 2025 is 19 April 2025, "28 December" said on 3 January 2026 is 28
     December 2025."""
+    day_text = text.strip().rstrip(".")
     for pattern in _BARE_DAY:
-        if (m := pattern.fullmatch(text.strip().rstrip("."))) and (month := _MONTHS.get(m["mo"].lower())):
+        if (m := pattern.fullmatch(day_text)) and (month := _MONTHS.get(m["mo"].lower())):
             said = parse_when(when) or when
             days = [day for shift in (-1, 0, 1) if (day := _day(said.year + shift, month, int(m["d"])))]
             if not days:  # 31 February
                 return None
             nearest = min(days, key=lambda day: abs(day - said))
-            return f"{text.strip().rstrip('.')}{',' if pattern is _BARE_DAY[1] else ''} {nearest.year}"
+            return f"{day_text}{',' if pattern is _BARE_DAY[1] else ''} {nearest.year}"
     return None

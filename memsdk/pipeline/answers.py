@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from memsdk.dates import resolve_relative, with_year
 from memsdk.pipeline.forget import Correction, classify
@@ -59,9 +60,15 @@ def asks_before(question: str) -> bool:
     return _BEFORE.search(question) is not None
 
 
+def _said(answer: Answer) -> str:
+    """The answer's text as a memory would hold it: without the spaces and the full stop a
+    model puts around it."""
+    return answer.text.strip().rstrip(".")
+
+
 def holders(answer: Answer, shown: Sequence[ScoredMemory]) -> list[MemoryRecord]:
     """The memories of ``shown`` that hold ``answer``'s text (none for "unknown")."""
-    said = answer.text.strip().rstrip(".").casefold()
+    said = _said(answer).casefold()
     if len(said) < 2 or said == UNKNOWN:
         return []
     return [h.record for h in shown if said in h.record.text.casefold()]
@@ -119,7 +126,7 @@ def whole_value(answer: Answer, shown: Sequence[ScoredMemory]) -> Answer:
     was her email before?" is answered from the retired one. (Management benchmark val,
     default client: current-state answers 36 -> 40 of 50, previous-state unchanged; no LoCoMo
     conversation holds such a value, so its F1 cannot move.)"""
-    part = answer.text.strip().rstrip(".").casefold()
+    part = _said(answer).casefold()
     if len(part) < 3:
         return answer
     for record in _cited_first(answer, shown):
@@ -127,7 +134,7 @@ def whole_value(answer: Answer, shown: Sequence[ScoredMemory]) -> Answer:
             continue  # the detectors' regexes run only on a memory that holds the answer
         for kind, value in values(record.text):
             if kind in IDENTIFIERS and part in value.casefold() and part != value.casefold():
-                return Answer(value, answer.evidence, answer.calls, answer.fallback)
+                return replace(answer, text=value)
     return answer
 
 
@@ -157,24 +164,24 @@ def corrected(question: str, answer: Answer, shown: Sequence[ScoredMemory]) -> A
     a 135M answerer asked for Leo's sister reads "my sister's name is Hanna, not Anna" and
     answers "Anna". A correction says the wrong value was never true, so this holds for
     questions about the past as well; not for questions about the mistake itself."""
-    said = _LEADING_FILLER.sub("", answer.text.strip().rstrip(".")).strip()
+    said = _LEADING_FILLER.sub("", _said(answer)).strip()
     if len(said) < 2 or _ABOUT_MISTAKE.search(question):
         return answer
     for record in _cited_first(answer, shown):
         if record.current and (right := _correction_of(record.text, said)):
-            return Answer(right, answer.evidence, answer.calls, answer.fallback)
+            return replace(answer, text=right)
     return answer
 
 
 _WEEKDAY = re.compile(r"(?:(?:next|this|last|on)\s+)?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)", re.I)
 
 
-def _resolved(said: str, record: MemoryRecord) -> str | None:
-    """The date the memory's rendering gives a relative day the answer copied ("Friday" from
-    "my meeting is next Friday (31 May 2024)"), else None."""
+def _resolved(said: str, record: MemoryRecord, rendered: str) -> str | None:
+    """The date the memory's rendering (``rendered``) gives a relative day the answer copied
+    ("Friday" from "my meeting is next Friday (31 May 2024)"), else None."""
     if not (_WEEKDAY.fullmatch(said) or resolve_relative(said, record.valid_from) != said):
         return None
-    m = re.search(re.escape(said) + r" \(([^()]{4,60})\)", record.render(), re.I)
+    m = re.search(re.escape(said) + r" \(([^()]{4,60})\)", rendered, re.I)
     # only a date the rendering added: "Friday (the 31st)" as the speaker wrote it is theirs
     return m[1] if m is not None and m[0].casefold() not in record.text.casefold() else None
 
@@ -185,16 +192,16 @@ def dated(answer: Answer, shown: Sequence[ScoredMemory]) -> Answer:
     2024)", `memsdk.dates.resolve_relative`); a day without a year with the year written
     after it there ("19 April, 2025"), else the year that puts it nearest when the memory
     was said ("19 April" -> "19 April 2025", `with_year`)."""
-    said = answer.text.strip().rstrip(".")
+    said = _said(answer)
     for record in _cited_first(answer, shown):
         text = record.render()
         if (at := text.casefold().find(said.casefold())) < 0:
             continue
-        if meaning := _resolved(said, record):
-            return Answer(f"{said} ({meaning})", answer.evidence, answer.calls, answer.fallback)
+        if meaning := _resolved(said, record, text):
+            return replace(answer, text=f"{said} ({meaning})")
         if (full := with_year(said, record.valid_from)) is None:
             return answer  # not a day without its year
         if written := re.match(r",?\s+\d{4}\b", text[at + len(said):]):
             full = said + written[0]
-        return Answer(full, answer.evidence, answer.calls, answer.fallback)
+        return replace(answer, text=full)
     return answer

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memsdk.effects import Adjacent, Effect, Search
@@ -82,11 +82,9 @@ def answer_steps(question: str, scopes: Sequence[Scope], policies: ActivePolicie
     seen = shown
     if (other := second_look(question, answer, shown)) is not None:
         again: Answer = yield from decided(policies.answerer, "answer", question, other)
-        calls = [*answer.calls, *again.calls]
-        if holders(again, other):
-            answer, seen = Answer(again.text, again.evidence, calls, again.fallback), other
-        else:
-            answer = Answer(answer.text, answer.evidence, calls, answer.fallback)
+        calls = [*answer.calls, *again.calls]  # both are logged and counted
+        kept = holders(again, other)
+        answer, seen = replace(again if kept else answer, calls=calls), other if kept else shown
     return AnswerOutcome(finished(question, answer, seen), shown)
 
 
