@@ -54,7 +54,10 @@ pregnancy, job, children and legal trouble; a part that names a data kind is abo
 topic in ordinary talk, not words that merely can ("doctor" states health; "work" alone
 states nothing, "at work" states a job). What it misses: topics outside the lexicon, and
 memories that state a topic without its words ("I've been seeing someone at the clinic" is
-caught, "I had a rough week with my head" is not).
+caught, "I had a rough week with my head" is not). A relationship stated with a name ("I've
+been seeing Mia", "been going out with Elif") is caught, "going out with friends" and
+"seeing Dr Osei" are not; an outing with a named friend ("went out with Tom") is not taken
+for one.
 """
 
 from __future__ import annotations
@@ -251,7 +254,9 @@ def kinds_named(about: str) -> frozenset[DataKind]:
 
 # Each topic: the words a request names it by (at the head of a part) and the stems that
 # state it in a memory. A stem of three letters or fewer must be a whole word ("son" is not
-# "song"); longer ones are prefixes ("diagnos" covers "diagnosed" and "diagnosis").
+# "song"); longer ones are prefixes ("diagnos" covers "diagnosed" and "diagnosis"). NAME in
+# a stem is a capitalised name, not a title: "been seeing Lina" states a relationship,
+# "been seeing a therapist" and "been seeing Dr Osei" do not.
 _TOPICS_SOURCE: tuple[tuple[str, str], ...] = (
     (r"diagnos\w*|health|illness(?:es)?|sickness|conditions?|medical \w+|medications?|medicines?|diseases?|disorders?|therapy|treatments?|symptoms?",
      "diagnos, disease, illness, medical, medicat, medicine, prescri, therap, treatment, symptom, doctor, gp, physician, hospital, clinic, surger, surgeon, "
@@ -268,7 +273,8 @@ _TOPICS_SOURCE: tuple[tuple[str, str], ...] = (
     (r"relationships?|divorce|dating|love life|sex life|partner|marriage|break-?up|ex|boyfriend|girlfriend|husband|wife|spouse|affair|separation"
      r"|who (?:[\w'-]+ ){0,4}?(?:dating|seeing|going out with|married to|engaged to|in a relationship with)",
      "relationship, divorc, separated, breakup, break-up, broke up, breaking up, dating, girlfriend, boyfriend, husband, wife, wives, spouse, partner, "
-     "married, marriage, fianc, got engaged, my wedding, our wedding, ex, affair, cheated on, cheating on, tinder, romantic, lover, love life, sex life"),
+     "married, marriage, fianc, got engaged, my wedding, our wedding, ex, affair, cheated on, cheating on, tinder, romantic, lover, love life, sex life, "
+     "been seeing NAME, started seeing NAME, stopped seeing NAME, been going out with NAME, started going out with NAME, moved in with NAME"),
     (r"religio\w*|faith|beliefs|spirituality|church",
      "religio, faith, church, mosque, synagogue, temple, pray, worship, spiritual, christian, catholic, protestant, evangelical, muslim, islam, "
      "jewish, judaism, hindu, buddhis, sikh, atheis, agnostic, mormon, bible, quran, koran, torah, ramadan, passover, kosher, halal, baptis"),
@@ -308,13 +314,17 @@ def topic_terms(about: str) -> frozenset[str]:
     return frozenset().union(*(stems for pattern, stems in _TOPICS if any(_leads(pattern, p) for p in parts)))
 
 
+#: a capitalised word that is not a title, case-sensitive inside `states_topic`'s re.I pattern
+_NAME = r"(?-i:(?!(?:Dr|Doctor|Mr|Mrs|Ms|Miss|Prof|Professor)\b)[A-Z][\w'-]*)"
+
+
 def states_topic(terms: frozenset[str], text: str) -> bool:
     """Whether ``text`` has a word starting with one of ``terms`` (case-insensitive; a term
-    of three letters or fewer must be the whole word)."""
+    of three letters or fewer must be the whole word; NAME in a term is a capitalised name)."""
     if not terms:
         return False
-    ordered = sorted(t.lower() for t in terms)  # a stable pattern, so `re`'s cache serves repeats
-    prefixes = "|".join(re.escape(t) for t in ordered if len(t) > 3)
+    ordered = sorted(terms)  # a stable pattern, so `re`'s cache serves repeats
+    prefixes = "|".join(_NAME.join(re.escape(piece.lower()) for piece in t.split("NAME")) for t in ordered if len(t) > 3)
     words = "|".join(re.escape(t) for t in ordered if len(t) <= 3)
     pattern = r"(?<!\w)(?:" + "|".join(filter(None, [prefixes, f"(?:{words})(?!\\w)" if words else ""])) + ")"
     return re.search(pattern, text, re.I) is not None

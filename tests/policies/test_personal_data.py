@@ -224,6 +224,8 @@ def test_the_diagnosis_topic_matches_a_stated_diagnosis_and_not_chit_chat() -> N
         ("my debts", "I still have a big student loan"),
         ("my divorce", "Mark and I divorced in 2020"),
         ("my ex", "My ex keeps texting me"),
+        ("my love life", "I've been seeing Mia for a while now"),
+        ("who I'm dating", "I've been going out with Elif for a month now"),
         ("my religion", "I go to the mosque every Friday"),
         ("my politics", "I voted Green last time"),
         ("my sexuality", "I came out as bisexual in college"),
@@ -245,6 +247,9 @@ def test_a_named_topic_matches_memories_that_state_it(about: str, memory: str) -
         ("my kids", "That song is stuck in my head"),  # "son" is a whole word
         ("my politics", "The electric bill was huge"),
         ("my relationship", "Marriott has a nice pool"),
+        ("my love life", "I've been seeing a therapist since March"),  # a name, not "a ..."
+        ("my love life", "I've been seeing Dr Osei about my knee"),  # a title is not a name
+        ("my relationship", "We went out with Tom and Ana last night"),  # an outing
         ("my health", "The weather conditions were perfect for sailing"),
         ("my money", "I owe you a coffee"),
         ("my religion", "Oh my god, that movie"),
