@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from memsdk.errors import MemsdkError
 from memsdk.llm.base import Completion, SamplingParams
-from memsdk.types import Actor, MemoryRecord, Op, Scope, Tier
+from memsdk.types import Actor, MemoryRecord, Op, Scope, Tier, split_header
 
 if TYPE_CHECKING:
     from memsdk.bank import MemoryBank
@@ -117,6 +117,9 @@ class Search:
     limit_each: int
     tier: Tier | None = None
     hybrid: bool = False
+    #: embed ``query`` as the bank embeds a memory that says it (`MemoryBank.shown_vectors`):
+    #: a fact about to be written is searched for with the vector it will be stored with
+    as_memory: bool = False
 
 
 @dataclass(frozen=True)
@@ -293,7 +296,7 @@ class Runner:
             # embedded once for every scope, and cut as every search cuts it
             query = effect.query[:QUERY_CHARS]
             assert self.embedder is not None  # set whenever there is a bank
-            vector = self.embedder.embed([query])[0]
+            vector = bank.shown_vectors([split_header(query)], self.embedder)[0] if effect.as_memory else self.embedder.embed([query])[0]
             text = query if effect.hybrid else None
             return [h for scope in effect.scopes for h in bank.search_vector(scope, vector, limit=effect.limit_each, tier=effect.tier, text=text)]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import unicodedata
 import uuid
 from datetime import UTC, datetime
@@ -34,8 +35,10 @@ __all__ = [
     "Turn",
     "content_hash",
     "turn_header",
+    "split_header",
+    "HEADER",
     "shown_when",
-    "shown_turn",
+    "turn_parts",
     "check_text",
     "check_storable",
     "check_utf8",
@@ -148,6 +151,20 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+#: the "Speaker (on date): " header an episodic turn is shown after and the heuristic
+#: extractor copies into a fact; dates contain colons too
+HEADER = re.compile(r"^[^:(]{1,80}(\([^)]*\))?:\s*")
+
+
+def split_header(text: str) -> tuple[str, str]:
+    """``text`` as its "Speaker (on date)" header (`HEADER`, without the colon) and the words
+    after it; ("", text) when it has none, or nothing after it."""
+    found = HEADER.match(text)
+    if found is None or found.end() >= len(text):
+        return "", text
+    return found.group().rstrip().removesuffix(":").rstrip(), text[found.end():]
+
+
 def turn_header(speaker: str | None, when: str | None) -> str:
     """What an episodic turn is shown after: ``Caroline (on 8 May 2023)``, or the speaker alone
     when the turn has no time (`MemoryRecord.render` puts ": <text>" after it)."""
@@ -164,10 +181,10 @@ def shown_when(turn: Turn) -> str | None:
     return render_when(when) if when else None
 
 
-def shown_turn(turn: Turn) -> str:
-    """A turn as its episodic record is shown without resolved dates: the text the bank
-    embeds for it, and the heuristic extractor's fact of it."""
-    return f"{turn_header(turn.speaker, shown_when(turn))}: {turn.text}"
+def turn_parts(turn: Turn) -> tuple[str, str]:
+    """A turn as its episodic record is shown, in two: its header and its words (what the bank
+    embeds for it: `MemoryRecord.shown_parts`)."""
+    return turn_header(turn.speaker, shown_when(turn)), turn.text
 
 
 class Scope(BaseModel):
@@ -407,6 +424,14 @@ class MemoryRecord(BaseModel):
             return text + until
         when = self.metadata.get("timestamp") or (self.occurred_at and render_when(self.occurred_at))
         return f"{turn_header(self.speaker, str(when) if when else None)}: {text}{until}"
+
+    def shown_parts(self) -> tuple[str, str]:
+        """The record as the bank embeds it, in two: its header ("Caroline (on 8 May 2023)",
+        or a fact's "Speaker (on date)" prefix; "" when it has none) and its words."""
+        if self.tier is Tier.EPISODIC:
+            when = self.metadata.get("timestamp") or (self.occurred_at and render_when(self.occurred_at))
+            return turn_header(self.speaker, str(when) if when else None), self.text
+        return split_header(self.text)
 
     def index_text(self, context: str | None = None) -> str:
         """What the bank BM25-encodes: the record as rendered without resolved dates (the

@@ -49,7 +49,7 @@ from memsdk.policies.pair_manager import PairManager
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, PolicyRegistry, ROLES
 from memsdk.serving.policy_set import B, Backends, Endpoint, PolicyInfo, PolicySet, Switch, rules_manager
 from memsdk.telemetry import Telemetry
-from memsdk.types import Actor, API_ACTOR, MemoryRecord, Op, QUESTION_MAX_CHARS, Scope, Tier, Turn, shown_turn, utcnow
+from memsdk.types import Actor, API_ACTOR, MemoryRecord, Op, QUESTION_MAX_CHARS, Scope, Tier, Turn, turn_parts, utcnow
 
 __all__ = ["BaseClient", "TimedEmbedder", "Timings", "SCOPE_LOCK_STRIPES"]
 
@@ -352,14 +352,15 @@ class BaseClient(Generic[B]):
         return stored
 
     def _embed_ahead(self, turns: Sequence[Turn]) -> Generator[Effect, Any, float]:
-        """Embed ``turns`` as their episodic records will be shown, in one call, before they are
-        ingested one by one: each then finds its vector in the cache, and an embedder that gains
-        from batches (a GPU) gets one. Returns the seconds per turn, which each turn's timings
-        book. Nothing is gained where the bank embeds through another cache (an injected bank)."""
+        """Embed ``turns`` as their episodic records will be embedded (words and headers), in
+        one call, before they are ingested one by one: each then finds its vectors in the cache,
+        and an embedder that gains from batches (a GPU) gets one. Returns the seconds per turn,
+        which each turn's timings book. Nothing is gained where the bank embeds through another
+        cache (an injected bank)."""
         if len(turns) < 2 or self.bank.embedder is not self._embedder:
             return 0.0
         started = time.perf_counter()
-        yield Call(self._embedder.embed, (list(dict.fromkeys(shown_turn(t) for t in turns)),), stage="embedding")
+        yield Call(self.bank.shown_vectors, ([turn_parts(t) for t in turns],), stage="embedding")
         return (time.perf_counter() - started) / len(turns)
 
     def _ingest_result(

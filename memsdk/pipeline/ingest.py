@@ -385,7 +385,7 @@ def related_steps(scope: Scope, facts: Sequence[str], k: int) -> Generator[Effec
     not see or rewrite them."""
     best: dict[Any, ScoredMemory] = {}
     for fact in facts:
-        hits: list[ScoredMemory] = yield Search([scope], fact, k, Tier.SEMANTIC)
+        hits: list[ScoredMemory] = yield Search([scope], fact, k, Tier.SEMANTIC, as_memory=True)
         for hit in hits:
             if hit.record.id not in best or hit.score > best[hit.record.id].score:
                 best[hit.record.id] = hit

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import re
 
+from memsdk.types import HEADER
+
 __all__ = ["HEADER", "STOPWORDS", "split_words", "word_key"]
 
 _WORD = re.compile(r"[\w']+")
-
-#: the "Speaker (on date): " header the heuristic extractor writes; dates contain colons too
-HEADER = re.compile(r"^[^:(]{1,80}(\([^)]*\))?:\s*")
 
 STOPWORDS = frozenset(
     "a an the and or but of to in on at for with by from is are was were be been being do does did "

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from memsdk.bank import MemoryBank, codec
-from memsdk.bank.bank import CONTEXT_WEIGHT
+from memsdk.bank.bank import CONTEXT_WEIGHT, HEADER_WEIGHT
 from memsdk.errors import Conflict, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
 from memsdk.embedding import HashEmbedder
 from memsdk.store.base import SCOPE_TIER_FIELD, Point, Sparse, Where, scope_tier_key
@@ -207,19 +207,42 @@ def test_delete_all_unquotes_the_scope_from_its_conversations_other_scopes(bank:
     assert bank.get(elsewhere, other.id).context_hash == content_hash(quote)  # another conversation never quoted Ann
 
 
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
 def test_a_turn_after_a_context_is_embedded_as_itself_plus_half_the_context_turn_as_shown(bank: MemoryBank) -> None:
     """The dense vector of a turn with a context is unit(own + CONTEXT_WEIGHT x context), each
-    as its turn is shown (speaker and time); BM25 still reads the context's words alone."""
+    as its turn is shown: unit(words + HEADER_WEIGHT x header); BM25 still reads the context's
+    words alone."""
     ben = Scope(user_id="ben", run_id="c1")
     op = Op.add("Under the mat", tier="episodic", speaker="Ben", context="Where is the key?", context_header="Ann (on 8 May 2023)")
     (reply,) = bank.apply(ben, [op], actor=Actor(role="ingest")).records
     (point,) = bank.transport.scroll(codec.memories(ben, ids=frozenset({str(reply.id)})), with_vectors=True)
-    own, said = HashEmbedder(DIM).embed(["Ben: Under the mat", "Ann (on 8 May 2023): Where is the key?"])
-    mixed = own + CONTEXT_WEIGHT * said
-    np.testing.assert_allclose(point.vector, mixed / np.linalg.norm(mixed), atol=1e-6)
+    words, header, said, said_header = HashEmbedder(DIM).embed(["Under the mat", "Ben", "Where is the key?", "Ann (on 8 May 2023)"])
+    mixed = _unit(words + HEADER_WEIGHT * header) + CONTEXT_WEIGHT * _unit(said + HEADER_WEIGHT * said_header)
+    np.testing.assert_allclose(point.vector, _unit(mixed), atol=1e-6)
     assert [h.record.id for h in bank.search(ben, "Where is the key?", limit=1, tier="episodic")] == [reply.id]
     with pytest.raises(ValueError, match="needs a context"):
         Op.add("Under the mat", context_header="Ann")
+
+
+def test_a_fact_that_copies_its_turn_is_embedded_as_the_turn_header_and_words_apart(bank: MemoryBank) -> None:
+    """A turn and the fact copying it ("Speaker (on date): words") share one vector, made of
+    the words and the header embedded apart, so an ingest embeds the turn's words once (the
+    header repeats across a session); a fact without a header is embedded as written."""
+    ben = Scope(user_id="ben")
+    ops = [
+        Op.add("Under the mat", tier="episodic", speaker="Ben", metadata={"timestamp": "8 May 2023"}),
+        Op.add("Ben (on 8 May 2023): Under the mat"),
+        Op.add("Ben keeps the key under the mat"),
+    ]
+    turn, fact, plain = bank.apply(ben, ops, actor=Actor(role="ingest")).records
+    vectors = {p.id: p.vector for p in bank.transport.scroll(codec.memories(ben), with_vectors=True)}
+    words, header, written = HashEmbedder(DIM).embed(["Under the mat", "Ben (on 8 May 2023)", "Ben keeps the key under the mat"])
+    np.testing.assert_allclose(vectors[str(turn.id)], _unit(words + HEADER_WEIGHT * header), atol=1e-6)
+    np.testing.assert_allclose(vectors[str(fact.id)], vectors[str(turn.id)], atol=1e-6)
+    np.testing.assert_allclose(vectors[str(plain.id)], written, atol=1e-6)
 
 
 def test_a_deleted_turn_leaves_the_index_of_the_turns_after_it(bank: MemoryBank) -> None:

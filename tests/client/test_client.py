@@ -80,8 +80,9 @@ class Counting(HashEmbedder):
 
 def test_an_ingested_turn_is_embedded_once(make_client) -> None:
     """With the heuristic policies the turn (episodic), its previous turn (the context, already
-    embedded), the fact that copies it and the search for related memories share one vector;
-    the turns of one list are embedded in one call."""
+    embedded), the fact that copies it and the search for related memories share one embedding
+    of its words; a header ("Caroline (on 8 May, 2023)", the clock time left out) is embedded
+    once per speaker and day; the turns of one list are embedded in one call."""
     embedder = Counting()
     client = make_client(embedder=embedder)
     turns = [
@@ -91,9 +92,10 @@ def test_an_ingested_turn_is_embedded_once(make_client) -> None:
     ]
     results = client.ingest(turns, scope=lambda t: {"user_id": t.speaker.lower(), "run_id": "chat-1"})
     assert all(r.facts for r in results)  # each turn also became a fact, searched for and added
-    assert embedder.texts == [f"{t['speaker']} (on {t['timestamp']}): {t['text']}" for t in turns] and embedder.calls == 1
-    client.ingest({"speaker": "Melanie", "text": "So glad to hear it"}, scope={"user_id": "melanie", "run_id": "chat-1"})
-    assert embedder.texts[3:] == ["Melanie: So glad to hear it"] and embedder.calls == 2  # one at a time: one call
+    caroline, melanie = "Caroline (on 8 May, 2023)", "Melanie (on 8 May, 2023)"
+    assert embedder.texts == [caroline, turns[0]["text"], melanie, turns[1]["text"], turns[2]["text"]] and embedder.calls == 1
+    client.ingest({"speaker": "Melanie", "text": "So glad to hear it", "timestamp": "3:10 pm on 8 May, 2023"}, scope={"user_id": "melanie", "run_id": "chat-1"})
+    assert embedder.texts[5:] == ["So glad to hear it"] and embedder.calls == 2  # one at a time: one call, its header known
 
 
 def test_direct_memory_calls(make_client) -> None:
