@@ -153,16 +153,16 @@ def as_ops(ops: Iterable[Op | dict[str, Any]]) -> list[Op]:
 #: (the previous turn's own vector is already made); heuristic ingest, recall@10/@30/@60:
 #: train .766/.836/.939 -> .772/.843/.946, val .787/.886/.951 -> .787/.886/.955 (.3: within .01)
 CONTEXT_WEIGHT = 0.5
-#: A turn is embedded without its "Speaker (on date)" header and the header on its own (one
-#: per speaker and session, so the client's cache answers it after the first turn), mixed in
-#: at this weight: an ingest is then one embedding of the turn's words, which the fact that
-#: copies it and the pair manager (which reads the words without the header) reuse.
-#: Heuristic ingest, LoCoMo recall@10/@30/@60 against embedding "header: words" as one text
-#: (train .772/.839/.946, val .775/.886/.957): .5 train .774/.861/.933, val .780/.878/.961;
-#: .8 .783/.858/.940, .791/.880/.955; 1.0 .783/.864/.948, .787/.899/.955; 1.5 .783/.867/.964,
-#: .787/.899/.955. 1.0: more weight on who spoke and when serves LoCoMo's questions, which
-#: name the speaker, more than it would serve an app's. With the clock time left out of the
-#: header (`_CLOCK`), 1.0: train .780/.871/.965, val .803/.893/.951.
+#: A memory is embedded as its words and its "Speaker (on day)" header apart, the header
+#: mixed in at this weight: a header is embedded once per speaker and day (the client's cache
+#: answers the rest), so an ingest is one embedding of the turn's words, which the fact that
+#: copies it and the pair manager (which reads the words alone) reuse. Heuristic ingest,
+#: LoCoMo recall@10/@30/@60 against "header: words" as one text (train .772/.839/.946, val
+#: .775/.886/.957), with the clock time still in the header: .5 train .774/.861/.933, val
+#: .780/.878/.961; .8 .783/.858/.940, .791/.880/.955; 1.0 .783/.864/.948, .787/.899/.955; 1.5
+#: .783/.867/.964, .787/.899/.955; without it (`_CLOCK`), 1.0: .780/.871/.965, .803/.893/.951.
+#: 1.0 rather than more: weight on who spoke serves LoCoMo, whose questions name the speaker,
+#: more than it would serve an app.
 HEADER_WEIGHT = 1.0
 
 
@@ -383,8 +383,9 @@ class MemoryBank:
     def shown_vectors(self, shown: Sequence[tuple[str, str]], embedder: Embedder | None = None) -> np.ndarray:
         """The dense vector of each (header, words) the way the bank embeds a memory:
         unit(words + `HEADER_WEIGHT` x header), the words alone without a header. One
-        ``embedder`` call (default: the bank's) for the distinct texts; a header repeats for
-        every turn of a speaker in a session, so a cached embedder makes it free."""
+        ``embedder`` call (default: the bank's) for the distinct texts; a header, its clock
+        time left out (`_CLOCK`), repeats for every turn of a speaker on a day, so a cached
+        embedder makes it free."""
         shown = [(_CLOCK.sub("(on ", head), words) for head, words in shown]
         texts = list(dict.fromkeys(t for parts in shown for t in parts if t))
         embedded, row = self._embed(texts, embedder), {text: i for i, text in enumerate(texts)}
