@@ -30,6 +30,9 @@ __all__ = ["IDENTIFIERS", "asks_now", "asks_before", "holders", "second_look", "
 #: (`whole_value`); a date, an address or a place can be asked for in part ("which year?")
 IDENTIFIERS = frozenset({DataKind.PHONE, DataKind.EMAIL, DataKind.CARD_NUMBER, DataKind.ACCOUNT_NUMBER, DataKind.GOVERNMENT_ID})
 
+#: a question that asks for a whole postal address: where post goes, or the address itself
+_ASKS_ADDRESS = re.compile(r"\b(?:address(?:es)?|mail|post|send|sent|deliver\w*|parcels?|packages?|letters?)\b", re.I)
+
 # words that ask what was true before a change ("previous partner", "first set for", "old
 # address"), and with them the words that put any question in the past ("three years ago")
 _EARLIER = r"before|previous(?:ly)?|former(?:ly)?|used to|original(?:ly)?|at first|first|earlier|prior"
@@ -110,7 +113,7 @@ def second_look(question: str, answer: Answer, shown: Sequence[ScoredMemory]) ->
 
 def finished(question: str, answer: Answer, shown: Sequence[ScoredMemory]) -> Answer:
     """``answer`` made `whole_value`, then `corrected`, then `dated`."""
-    return dated(corrected(question, whole_value(answer, shown), shown), shown)
+    return dated(corrected(question, whole_value(answer, shown, question), shown), shown)
 
 
 def _cited_first(answer: Answer, shown: Sequence[ScoredMemory]) -> list[MemoryRecord]:
@@ -118,23 +121,27 @@ def _cited_first(answer: Answer, shown: Sequence[ScoredMemory]) -> list[MemoryRe
     return [*answer.evidence, *(h.record for h in shown)]
 
 
-def whole_value(answer: Answer, shown: Sequence[ScoredMemory]) -> Answer:
+def whole_value(answer: Answer, shown: Sequence[ScoredMemory], question: str = "") -> Answer:
     """The answer, or the whole `IDENTIFIERS` value it is a part of in a memory it cited, else
     in the first memory shown that holds one: SmolLM2 answers "where can Zara be emailed?" with
     "example.net" from "zara.cobalt@example.net", and a part of an email address, a phone
     number or an account number is never the answer. The memories it cited go first: "what
     was her email before?" is answered from the retired one. (Management benchmark val,
     default client: current-state answers 36 -> 40 of 50, previous-state unchanged; no LoCoMo
-    conversation holds such a value, so its F1 cannot move.)"""
+    conversation holds such a value, so its F1 cannot move.) A postal address is made whole
+    too when ``question`` asks for one ("where should mail for Lina go?": "Birch Road" ->
+    "27 Birch Road"), not when it may ask for a part ("which street does she live on?")."""
     part = _said(answer).casefold()
     if len(part) < 3:
         return answer
+    kinds = (IDENTIFIERS | {DataKind.POSTAL_ADDRESS}) if _ASKS_ADDRESS.search(question) else IDENTIFIERS
     for record in _cited_first(answer, shown):
         if part not in record.text.casefold():
             continue  # the detectors' regexes run only on a memory that holds the answer
         for kind, value in values(record.text):
-            if kind in IDENTIFIERS and part in value.casefold() and part != value.casefold():
-                return replace(answer, text=value)
+            whole = value.rstrip(" .,;")  # "49 Bramble Way." at a sentence's end: the dot is no part of it
+            if kind in kinds and part in whole.casefold() and part != whole.casefold():
+                return replace(answer, text=whole)
     return answer
 
 

@@ -23,9 +23,9 @@ def shown(text: str, *, superseded: bool = False, said: datetime | None = None, 
     return ScoredMemory(record=r, score=0.5)
 
 
-def answered(text: str, memories: list[ScoredMemory], evidence: int | None = None) -> str:
+def answered(text: str, memories: list[ScoredMemory], evidence: int | None = None, question: str = "") -> str:
     cited = [] if evidence is None else [memories[evidence].record]
-    return whole_value(Answer(text, cited), memories).text
+    return whole_value(Answer(text, cited), memories, question).text
 
 
 def test_values_says_what_detect_found_in_order() -> None:
@@ -49,6 +49,17 @@ def test_what_is_not_part_of_an_identifier_is_left_as_answered() -> None:
     assert answered("sa", memories) == "sa"  # too short to say which value
     assert answered("unknown", memories) == "unknown"
     assert answered("Paris", memories) == "Paris"
+
+
+def test_a_part_of_a_postal_address_is_answered_whole_only_when_the_question_asks_for_one() -> None:
+    memories = [shown("Lina (on 8 May 2023): Post goes to 27 Birch Road these days.")]
+    for question in ("Where should mail for Lina go?", "What is Lina's postal address?", "Where can I send Lina a parcel?"):
+        assert answered("Birch Road", memories, question=question) == "27 Birch Road", question
+    for question in ("Which street does Lina live on?", "Where does Lina live?", ""):
+        assert answered("Birch Road", memories, question=question) == "Birch Road", question
+    ended = [shown("Dmitri: My address is 35 Station Road.")]  # the sentence's dot is not the address's
+    assert answered("35 Station Road", ended, question="What is Dmitri's address?") == "35 Station Road"
+    assert answered("Station Road", ended, question="What is Dmitri's address?") == "35 Station Road"
 
 
 def test_the_cited_memory_says_which_value_else_the_first_shown() -> None:
