@@ -422,8 +422,7 @@ class MemoryRecord(BaseModel):
         until = f" (until {render_day(self.invalid_at)})" if resolve_dates and self.invalid_at else ""
         if self.tier is not Tier.EPISODIC:
             return text + until
-        when = self.metadata.get("timestamp") or (self.occurred_at and render_when(self.occurred_at))
-        return f"{turn_header(self.speaker, str(when) if when else None)}: {text}{until}"
+        return f"{self.shown_parts()[0]}: {text}{until}"
 
     def shown_parts(self) -> tuple[str, str]:
         """The record as the bank embeds it, in two: its header ("Caroline (on 8 May 2023)",
