@@ -132,6 +132,20 @@ def as_query(value: Any, field: str = "query") -> str:
         raise InvalidInput(field, str(exc)) from None
 
 
+def as_shown(value: Any) -> list[tuple[str, str]]:
+    """(header, words) pairs as `MemoryBank.shown_vectors` embeds them: words a query could
+    be, a header too or "" (none)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidInput("shown", f"must be a sequence of (header, words) pairs, got {type(value).__name__}")
+    pairs = []
+    for i, pair in enumerate(value):
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise InvalidInput(f"shown[{i}]", "must be a (header, words) pair")
+        head, words = pair
+        pairs.append(("" if head == "" else as_query(head, f"shown[{i}][0]"), as_query(words, f"shown[{i}][1]")))
+    return pairs
+
+
 def as_ops(ops: Iterable[Op | dict[str, Any]]) -> list[Op]:
     if isinstance(ops, (Op, dict)) or not isinstance(ops, Iterable):
         raise InvalidInput("ops", f"expected a list of ops, got {type(ops).__name__}")
@@ -386,7 +400,7 @@ class MemoryBank:
         ``embedder`` call (default: the bank's) for the distinct texts; a header, its clock
         time left out (`_CLOCK`), repeats for every turn of a speaker on a day, so a cached
         embedder makes it free."""
-        shown = [(_CLOCK.sub("(on ", head), words) for head, words in shown]
+        shown = [(_CLOCK.sub("(on ", head), words) for head, words in as_shown(shown)]
         texts = list(dict.fromkeys(t for parts in shown for t in parts if t))
         embedded, row = self._embed(texts, embedder), {text: i for i, text in enumerate(texts)}
         out = embedded[[row[words] for _, words in shown]] if shown else embedded

@@ -427,6 +427,12 @@ class Method:
     before: Callable[[Case, dict[str, Any]], None] = lambda case, a: None
 
 
+def check_vector_rows(out: np.ndarray, n: int) -> None:
+    """One finite vector per (header, words) pair, no longer than a unit one: what the bank would store."""
+    assert out.shape == (n, DIM) and np.isfinite(out).all()
+    assert (np.linalg.norm(out, axis=1) <= 1.0 + 1e-5).all()
+
+
 def scope_of(value: Any) -> Scope:
     return as_scope(value)
 
@@ -796,6 +802,14 @@ BANK_METHODS = [
             {"scope": HOME, "vector": Ref("query-vector"), "limit": 10, "tier": None, "text": "\ud800"},
             {"scope": HOME, "vector": Ref("query-vector"), "limit": 10, "tier": None, "text": False},
         ),
+    ),
+    Method(
+        "bank.shown_vectors",
+        {"shown": mostly(st.lists(st.tuples(st.just("") | TEXT, TEXT), max_size=3), st.one_of(HOSTILE, st.lists(st.tuples(TEXT), max_size=2)))},
+        lambda c, a: c.bank.shown_vectors(a["shown"]),
+        lambda case, a, out: check_vector_rows(out, len(a["shown"])),
+        budget=300,
+        examples=({"shown": [("Ann (on 8 May)", "\ud800")]}, {"shown": [("\x00", "hi")]}, {"shown": "Ann: hi"}, {"shown": [["Ann", "hi"]]}),
     ),
     Method("bank.fork", {"scope": SCOPE, "holding": HOLDING}, lambda c, a: c.bank.fork(a["scope"]), check_fork, budget=200),
     Method(

@@ -12,7 +12,8 @@ Memory-R1's recipe, per dialogue turn x_i of a conversation:
 M_old is built cheaply and by the runtime's own means: each earlier turn becomes one memory,
 the heuristic extractor's "Speaker (on date): text", ADDed with ``source_turn_ids=(dia_id,)``
 through `MemoryBank.apply` on an in-memory bank. The bank grows turn by turn and is
-snapshotted at each state, so every turn is embedded once per conversation and states are
+snapshotted at each state, so every turn's words are embedded once per conversation (a session's
+headers once, through a cache) and states are
 produced lazily: taking three states builds three snapshots, not the whole dataset.
 
 Split (as in Memory-R1 and Memory-R2): conv-26 train, conv-30 validation, the other eight
@@ -27,7 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from memsdk.bank import BankLimits, MemoryBank
 from memsdk.datasets.locomo import LocomoConversation, Split, load_locomo, locomo_path, session_date, split_of
-from memsdk.embedding import Embedder
+from memsdk.embedding import CachedEmbedder, Embedder
 from memsdk.policies import HeuristicExtractor
 from memsdk.store.memory import InMemoryTransport
 from memsdk.types import Actor, Op, Scope, Turn
@@ -94,7 +95,9 @@ def _conversation_states(conv: LocomoConversation, embedder: Embedder, limits: B
     for item in locomo_qa(conv):
         for dia_id in dict.fromkeys(item.evidence):
             linked[dia_id].append(item)
-    bank = MemoryBank(InMemoryTransport(embedder.dim), embedder, limits=limits)
+    # a memory's header ("Melanie (on 8 May, 2023)") is embedded apart from its words and
+    # repeats for every turn of a session: the cache makes it one embedding a session
+    bank = MemoryBank(InMemoryTransport(embedder.dim), CachedEmbedder(embedder), limits=limits)
     extractor = HeuristicExtractor(min_words=1)  # every turn is a memory, "ok!" included
     pending: list[Op] = []  # turns not yet in the bank: embedded together, once, at the next state
     for _, turns in locomo_sessions(conv):
