@@ -387,7 +387,8 @@ class MemoryBank:
         the headers, and a fact that copies its turn: one embedding per ingested turn."""
         contexts = contexts or {}
         said = {r.id: c.parts for r in records if (c := contexts.get(r.id))}
-        vectors = self.shown_vectors([*(r.shown_parts() for r in records), *said.values()])
+        # records and ops were validated when made: no second check on the write path
+        vectors = self._shown_vectors([*(r.shown_parts() for r in records), *said.values()])
         out, after = vectors[: len(records)], dict(zip(said, vectors[len(records) :]))
         for i, r in enumerate(records):
             if r.id in after:
@@ -400,7 +401,10 @@ class MemoryBank:
         ``embedder`` call (default: the bank's) for the distinct texts; a header, its clock
         time left out (`_CLOCK`), repeats for every turn of a speaker on a day, so a cached
         embedder makes it free."""
-        shown = [(_CLOCK.sub("(on ", head), words) for head, words in as_shown(shown)]
+        return self._shown_vectors(as_shown(shown), embedder)
+
+    def _shown_vectors(self, shown: Sequence[tuple[str, str]], embedder: Embedder | None = None) -> np.ndarray:
+        shown = [(_CLOCK.sub("(on ", head), words) for head, words in shown]
         texts = list(dict.fromkeys(t for parts in shown for t in parts if t))
         embedded, row = self._embed(texts, embedder), {text: i for i, text in enumerate(texts)}
         out = embedded[[row[words] for _, words in shown]] if shown else embedded
