@@ -27,9 +27,20 @@ is left out; who said it is a feature of its own):
     addition_cue          ... "also", "too", "as well", "another", "second", "both" ...
     forget_cue            ... asks to forget, delete or not keep something
     length_ratio          log of the content-word counts' ratio, new over old, within +-3
+    same_attribute        how likely the two state the same attribute of a person: sum over
+                          `ATTRIBUTES` of a_k(u) a_k(v), a(x) = softmax(x . P / .05), P the
+                          attributes' unit prototypes (`attribute_prototypes`)
+    shared_attribute      max over the attributes of min(u . P_k, v . P_k): how close both
+                          are to the attribute they are both closest to (a text that states
+                          two, "my partner is coming to dinner on Sunday", keeps both)
 
 The cue lexicons are plain English words for each kind of change, not any benchmark's
-phrasings; the embedding blocks carry the rest.
+phrasings; the embedding blocks carry the rest. The attributes are what people say about
+themselves (work, home, partner, diet, ...), each described in a few plain words: "I've been
+going out with Rafael" and "my partner Dmitri is coming to dinner" share no content word and
+a cosine of .26, and both are closest to the partner attribute. A head names the features it
+was trained on in its manifest, and stores the prototypes it was trained with, so a head
+trained before a feature was added still loads and sees what it saw.
 
 The classifier (`PairClassifier`) is a small MLP head over those features: inputs
 standardised with the training set's mean and scale, ReLU hidden layers, a softmax over the
@@ -49,7 +60,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -59,6 +70,7 @@ __all__ = [
     "Relation",
     "RELATIONS",
     "LEXICAL",
+    "ATTRIBUTES",
     "HEAD_FORMAT",
     "WEIGHTS_FILE",
     "RelationModel",
@@ -68,6 +80,9 @@ __all__ = [
     "subject_of",
     "values_of",
     "lexical_features",
+    "attribute_prototypes",
+    "same_attribute",
+    "shared_attribute",
     "pair_features",
     "feature_dim",
     "write_manifest",
@@ -86,11 +101,46 @@ class Relation(StrEnum):
 #: the relations in the order of `PairClassifier.predict`'s columns
 RELATIONS: tuple[Relation, ...] = tuple(Relation)
 
-#: the cheap features after the two embedding blocks, in order (module docstring)
-LEXICAL = (
+#: the features of a pair's texts alone (`lexical_features`), in order (module docstring)
+_TEXT_FEATURES = (
     "cosine", "overlap_new", "overlap_old", "same_speaker", "same_subject", "numbers_differ", "values_shared", "new_value",
     "correction_cue", "change_cue", "addition_cue", "forget_cue", "length_ratio",
 )  # fmt: skip
+#: the features of a pair's embeddings against the attribute prototypes (`ATTRIBUTES`)
+_ATTRIBUTE_FEATURES = ("same_attribute", "shared_attribute")
+#: every cheap feature after the two embedding blocks, in order; a head uses those its manifest names
+LEXICAL = (*_TEXT_FEATURES, *_ATTRIBUTE_FEATURES)
+
+#: attributes of a person that a fact states, each described a few plain ways (no value of
+#: any benchmark's): their prototypes are the mean of the descriptions' embeddings
+ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    "work": ("my job", "where I work and what I do for a living", "my occupation, employer and job title"),
+    "home": ("the city or town where I live", "where I'm based and have my home", "moving house to another place"),
+    "partner": ("my romantic partner", "who I'm dating or in a relationship with", "my boyfriend, girlfriend, husband or wife"),
+    "pets": ("my pet", "our dog or cat and its name", "an animal we keep at home"),
+    "diet": ("what I eat and my diet", "foods I avoid or don't eat", "my eating habits"),
+    "hobbies": ("my hobby", "what I do for fun in my free time", "a pastime I enjoy"),
+    "phone": ("my phone number", "the number to call or text me on"),
+    "email": ("my email address", "where to email me"),
+    "postal address": ("my postal address", "my street and house number", "where to send letters and parcels"),
+    "health": ("my health condition", "an illness or medical diagnosis", "what the doctor said I have"),
+    "plans": ("the date of an appointment or event", "when something is scheduled", "a plan for a day next week"),
+    "family": ("my brother or sister", "my parents and relatives", "a family member's name"),
+    "vehicle": ("my car", "the vehicle I drive"),
+    "education": ("my school, college or university", "what I study and my degree"),
+    "children": ("my children", "my son or daughter"),
+    "birthday": ("my age", "my birthday and when I was born"),
+    "origin": ("the languages I speak", "where I'm from, my nationality"),
+    "media": ("music, films and books I like", "my favourite band, show or author"),
+    "sport": ("a sport I play", "the team I support"),
+    "travel": ("a trip or holiday", "travel plans and places I'm visiting"),
+    "money": ("my salary and income", "money, savings and debts"),
+    "beliefs": ("my religion or faith", "my political views"),
+    "friends": ("my friends", "a friend's name"),
+    "household": ("my house or flat", "living with a roommate or flatmate"),
+}
+#: the softmax temperature of `same_attribute`: cosines to the prototypes differ by tenths
+_ATTRIBUTE_TEMPERATURE = 0.05
 
 HEAD_FORMAT = "memsdk-pair-head/1"
 WEIGHTS_FILE = "head.npz"
@@ -151,7 +201,7 @@ def _content(text: str) -> set[str]:
 
 
 def lexical_features(new: str, old: str, cosine: float) -> list[float]:
-    """The `LEXICAL` features of one pair (``cosine``: of its two embeddings)."""
+    """The features of one pair's texts, `LEXICAL` but the attribute ones (``cosine``: of its two embeddings)."""
     a, b = _content(new), _content(old)
     shared = len(a & b)
     speakers = speaker_of(new), speaker_of(old)
@@ -176,19 +226,64 @@ def lexical_features(new: str, old: str, cosine: float) -> list[float]:
     ]
 
 
-def feature_dim(embed_dim: int) -> int:
-    return 2 * embed_dim + len(LEXICAL)
+def attribute_prototypes(embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+    """[len(ATTRIBUTES), dim] unit prototypes, one per attribute: the mean of its
+    descriptions' embeddings by ``embed`` (an `Embedder.embed`), normalised."""
+    rows = [np.asarray(embed(list(descriptions)), dtype=np.float32).mean(axis=0) for descriptions in ATTRIBUTES.values()]
+    p = np.stack(rows)
+    out: np.ndarray = p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
+    return out
 
 
-def pair_features(u: np.ndarray, v: np.ndarray, new: Sequence[str], old: Sequence[str]) -> np.ndarray:
-    """[n, 2 * dim + len(LEXICAL)] float32 features of n pairs: row i is (``new[i]``, ``old[i]``)
-    with embeddings ``u[i]`` and ``v[i]`` (unit vectors, as every `Embedder` returns them)."""
+def _attribute_weights(x: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
+    z = (x @ prototypes.T) / _ATTRIBUTE_TEMPERATURE
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    out: np.ndarray = e / e.sum(axis=1, keepdims=True)
+    return out
+
+
+def same_attribute(u: np.ndarray, v: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
+    """[n] sum_k a_k(u_i) a_k(v_i), a(x) = softmax(x . P / .05) over the attributes'
+    prototypes P: near 1 when both texts are closest to the same attribute, near 0 when
+    each is closest to another."""
+    out: np.ndarray = np.einsum("ij,ij->i", _attribute_weights(u, prototypes), _attribute_weights(v, prototypes))
+    return out
+
+
+def shared_attribute(u: np.ndarray, v: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
+    """[n] max_k min(u_i . P_k, v_i . P_k): the cosine to the prototype both texts are
+    closest to, so a text that states two attributes is near both."""
+    out: np.ndarray = np.minimum(u @ prototypes.T, v @ prototypes.T).max(axis=1)
+    return out
+
+
+def feature_dim(embed_dim: int, lexical: Sequence[str] = LEXICAL) -> int:
+    return 2 * embed_dim + len(lexical)
+
+
+def pair_features(
+    u: np.ndarray, v: np.ndarray, new: Sequence[str], old: Sequence[str], *, lexical: Sequence[str] = LEXICAL, prototypes: np.ndarray | None = None
+) -> np.ndarray:
+    """[n, 2 * dim + len(lexical)] float32 features of n pairs: row i is (``new[i]``, ``old[i]``)
+    with embeddings ``u[i]`` and ``v[i]`` (unit vectors, as every `Embedder` returns them),
+    then the ``lexical`` features in that order; the attribute ones need the ``prototypes``."""
     u, v = np.asarray(u, dtype=np.float32), np.asarray(v, dtype=np.float32)
     if u.ndim != 2 or u.shape != v.shape or len(new) != len(u) or len(old) != len(u):
         raise ValueError(f"pair_features needs [n, dim] vectors and n texts each side, got {u.shape}, {v.shape}, {len(new)}, {len(old)}")
+    unknown = [name for name in lexical if name not in LEXICAL]
+    if unknown:
+        raise ValueError(f"unknown pair features {unknown}: the known ones are {list(LEXICAL)}")
     cosine = np.einsum("ij,ij->i", u, v)
-    lexical = np.array([lexical_features(n, o, float(c)) for n, o, c in zip(new, old, cosine)], dtype=np.float32).reshape(len(u), len(LEXICAL))
-    return np.concatenate([u * v, np.abs(u - v), lexical], axis=1)
+    columns: dict[str, np.ndarray] = dict(
+        zip(_TEXT_FEATURES, np.array([lexical_features(n, o, float(c)) for n, o, c in zip(new, old, cosine)], dtype=np.float32).reshape(len(u), len(_TEXT_FEATURES)).T)
+    )
+    if set(_ATTRIBUTE_FEATURES) & set(lexical):
+        if prototypes is None or prototypes.ndim != 2 or prototypes.shape[1] != u.shape[1]:
+            raise ValueError(f"the attribute features need [k, {u.shape[1]}] attribute prototypes, got {None if prototypes is None else prototypes.shape}")
+        columns["same_attribute"] = same_attribute(u, v, prototypes).astype(np.float32)
+        columns["shared_attribute"] = shared_attribute(u, v, prototypes).astype(np.float32)
+    chosen = np.stack([columns[name] for name in lexical], axis=1) if lexical else np.zeros((len(u), 0), dtype=np.float32)
+    return np.concatenate([u * v, np.abs(u - v), chosen], axis=1)
 
 
 class RelationModel(Protocol):
@@ -237,7 +332,10 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 class PairClassifier:
     """An MLP head over `pair_features`: ``layers`` are (weight [in, out], bias [out]) pairs,
     ReLU between them; ``labels`` name the last layer's outputs (any order; `predict` returns
-    `RELATIONS` order). ``mean`` and ``scale`` standardise the features first."""
+    `RELATIONS` order). ``mean`` and ``scale`` standardise the features first. ``lexical``
+    names the features after the embedding blocks (a head trained before one was added names
+    fewer); ``prototypes`` are the attribute prototypes the attribute features were trained
+    with."""
 
     layers: tuple[tuple[np.ndarray, np.ndarray], ...]
     mean: np.ndarray
@@ -246,10 +344,20 @@ class PairClassifier:
     embedder: str
     version: str = "pairs-v1"
     metrics: Mapping[str, float] = field(default_factory=dict)
+    lexical: tuple[str, ...] = LEXICAL
+    prototypes: np.ndarray | None = None
+    #: the P(supersedes) + P(corrects) it was measured to retire at (`PairManager` serves it
+    #: there); None: the manager's default
+    supersede_at: float | None = None
 
     def __post_init__(self) -> None:
         if not self.layers:
             raise ValueError("a pair head needs at least one layer")
+        unknown = [name for name in self.lexical if name not in LEXICAL]
+        if unknown:
+            raise ValueError(f"a pair head over unknown features {unknown}: this module computes {list(LEXICAL)}")
+        if set(_ATTRIBUTE_FEATURES) & set(self.lexical) and (self.prototypes is None or self.prototypes.ndim != 2):
+            raise ValueError(f"a pair head over {list(_ATTRIBUTE_FEATURES)} needs its [k, dim] attribute prototypes")
         if sorted(self.labels) != sorted(RELATIONS):
             raise ValueError(f"a pair head's labels must be the relations {[str(r) for r in RELATIONS]}, got {[str(r) for r in self.labels]}")
         width = self.mean.shape[0]
@@ -266,7 +374,10 @@ class PairClassifier:
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """[n, len(RELATIONS)] probabilities (float64, rows sum to 1) of n feature rows."""
-        x = (np.asarray(features, dtype=np.float32) - self.mean) / self.scale
+        features = np.asarray(features, dtype=np.float32)
+        if features.ndim != 2 or features.shape[1] != self.input_dim:
+            raise ValueError(f"the pair head {self.version} reads [n, {self.input_dim}] features, got {features.shape}")
+        x = (features - self.mean) / self.scale
         for i, (w, b) in enumerate(self.layers):
             x = x @ w + b
             if i < len(self.layers) - 1:
@@ -275,7 +386,7 @@ class PairClassifier:
         return probs[:, [self.labels.index(r) for r in RELATIONS]]
 
     def predict_pairs(self, new: Sequence[str], old: Sequence[str], u: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return self.predict(pair_features(u, v, new, old))
+        return self.predict(pair_features(u, v, new, old, lexical=self.lexical, prototypes=self.prototypes))
 
     # -- the folder: weights + manifest ------------------------------------------------------------
 
@@ -289,15 +400,21 @@ class PairClassifier:
         arrays: dict[str, Any] = {"mean": self.mean, "scale": self.scale}  # Any: the stubs type savez's keywords as its own options
         for i, (w, b) in enumerate(self.layers):
             arrays[f"w{i}"], arrays[f"b{i}"] = w.astype(np.float32), b.astype(np.float32)
+        if self.prototypes is not None:
+            arrays["prototypes"] = self.prototypes.astype(np.float32)
         np.savez_compressed(out / WEIGHTS_FILE, **arrays)
-        embed_dim = (self.input_dim - len(LEXICAL)) // 2
+        embed_dim = (self.input_dim - len(self.lexical)) // 2
+        features: dict[str, Any] = {"embedding": ["u*v", "|u-v|"], "embed_dim": embed_dim, "lexical": list(self.lexical), "dim": self.input_dim}
+        if self.prototypes is not None:
+            features["attributes"] = list(ATTRIBUTES)
         spec = {
             "format": HEAD_FORMAT,
             "weights": WEIGHTS_FILE,
             "labels": [str(r) for r in self.labels],
-            "features": {"embedding": ["u*v", "|u-v|"], "embed_dim": embed_dim, "lexical": list(LEXICAL), "dim": self.input_dim},
+            "features": features,
             "embedder": self.embedder,
             "layers": [int(w.shape[1]) for w, _ in self.layers],
+            "supersede_at": self.supersede_at,
             "training": dict(config or {}),
         }
         return write_manifest(out, version=self.version, embedder=self.embedder, metrics=self.metrics, spec=spec, training_data_hash=training_data_hash)
@@ -305,7 +422,7 @@ class PairClassifier:
     @classmethod
     def load(cls, folder: str | os.PathLike[str]) -> PairClassifier:
         """A head saved by `save`. ValueError when the folder holds another format, or a head
-        over features other than this module's (`LEXICAL`)."""
+        over a feature this module does not compute (`LEXICAL`)."""
         root = Path(folder)
         try:
             manifest = json.loads((root / "manifest.json").read_text())
@@ -314,12 +431,19 @@ class PairClassifier:
         spec = manifest.get("config", {})
         if spec.get("format") != HEAD_FORMAT:
             raise ValueError(f"{root} is not a pair head ({HEAD_FORMAT}): its manifest says format {spec.get('format')!r}")
-        if list(spec["features"]["lexical"]) != list(LEXICAL):
-            raise ValueError(f"{root} was trained on the features {spec['features']['lexical']}, not {list(LEXICAL)}")
+        features = spec["features"]
+        lexical = tuple(features["lexical"])
+        unknown = [name for name in lexical if name not in LEXICAL]
+        if unknown:
+            raise ValueError(f"{root} was trained on the features {list(lexical)}: this module does not compute {unknown}")
+        if features["dim"] != 2 * features["embed_dim"] + len(lexical):
+            raise ValueError(f"{root} names {len(lexical)} features after 2 x {features['embed_dim']} embedding dims, not its width {features['dim']}")
         with np.load(root / spec["weights"], allow_pickle=False) as arrays:
             layers = tuple((arrays[f"w{i}"], arrays[f"b{i}"]) for i in range(len(spec["layers"])))
             mean, scale = arrays["mean"], arrays["scale"]
+            prototypes = arrays["prototypes"] if "prototypes" in arrays.files else None
         return cls(
             layers=layers, mean=mean, scale=scale, labels=tuple(Relation(x) for x in spec["labels"]), embedder=spec["embedder"],
-            version=manifest["version"], metrics=dict(manifest.get("eval_metrics", {})),
+            version=manifest["version"], metrics=dict(manifest.get("eval_metrics", {})), lexical=lexical, prototypes=prototypes,
+            supersede_at=spec.get("supersede_at"),
         )

@@ -49,7 +49,7 @@ from memsdk.policies.relations import RELATIONS, PairClassifier
 
 from ..checkpoint import data_hash
 from .metrics import MetricsLog, plot_metrics
-from .pair_classifier import Pair, as_pair, cli_config, benchmark_pairs, chat_pairs, embed_pairs, evaluate, retire_scores
+from .pair_classifier import Pair, as_pair, cli_config, benchmark_pairs, chat_pairs, embed_pairs, evaluate, retire_scores, retire_threshold
 
 __all__ = ["CrossEncoderConfig", "CrossTrainResult", "retire_threshold", "lora_arrays", "train_cross_encoder", "main"]
 
@@ -62,7 +62,7 @@ class CrossEncoderConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    head: str = Field("memsdk/registry/packaged/manager/pairs-v4", description="The pair head folder the cross-encoder is mixed with (served as it is).")
+    head: str = Field("memsdk/registry/packaged/manager/pairs-v5", description="The pair head folder the cross-encoder is mixed with (served as it is).")
     train_scenarios: int | None = Field(1000, ge=1, description="Benchmark scenarios the train pairs come from.")
     val_scenarios: int | None = Field(200, ge=1, description="Benchmark scenarios the val pairs come from.")
     chat_negatives: tuple[str, str] | None = Field(("conv-26", "conv-30"), description="LoCoMo conversations (train, val) whose turns join the pairs as 'unrelated'.")
@@ -97,14 +97,6 @@ class CrossTrainResult:
     best_epoch: int
     train_s: float
     out: Path
-
-
-def retire_threshold(retire: dict[str, dict[str, float]], min_precision: float) -> float:
-    """The lowest threshold of `retire_scores`'s table whose retirements reach
-    ``min_precision``; the highest one when none does. A wrong retirement takes a true fact
-    out of the current view, so precision comes first and, past it, recall."""
-    ranked = sorted(retire, key=float)
-    return float(next((t for t in ranked if retire[t]["precision"] >= min_precision), ranked[-1]))
 
 
 def lora_arrays(model: torch.nn.Module, classifier: torch.nn.Linear) -> dict[str, np.ndarray]:
@@ -151,7 +143,7 @@ def train_cross_encoder(cfg: CrossEncoderConfig, train: Iterable[Any] | None = N
             train_pairs = random.Random(cfg.seed).sample(train_pairs, cfg.max_train_pairs)
         if not train_pairs or not val_pairs:
             raise ValueError(f"need train and val pairs, got {len(train_pairs)} and {len(val_pairs)}")
-        head_val = head.predict(embed_pairs(val_pairs, embedder))
+        head_val = head.predict(embed_pairs(val_pairs, embedder, lexical=head.lexical, prototypes=head.prototypes))
         y_train, y_val = _labels(train_pairs), _labels(val_pairs).numpy()
 
         # 2. model

@@ -18,13 +18,15 @@ The loop reads top to bottom:
 
     1. embed     every distinct text of train and val once (`relation_text`: no header), in
                  batches, with the embedder the head is served with; features per pair
-                 (`pair_features`), standardised with the train set's mean and scale
+                 (`pair_features`: the attribute features over the embedder's own
+                 `attribute_prototypes`), standardised with the train set's mean and scale
     2. train     per epoch: shuffled mini-batches, class-weighted cross-entropy (each class
                  weighs n / (classes * n_class), so a rare relation counts as a common one),
                  AdamW; then the val loss, accuracy and macro F1
     3. keep      the epoch with the best val macro F1 (its weights; ties: the earlier one)
     4. write     the head (`PairClassifier.save`: ``head.npz`` + ``manifest.json`` with the
-                 label order, feature spec, embedder, val metrics and confusion) under
+                 label order, feature spec, embedder, val metrics and confusion, and the
+                 threshold it retires at: `retire_threshold` of its val retirements) under
                  ``<output_dir>/head`` and, when asked, ``package_dir``; ``metrics.jsonl``
                  (one row per epoch), ``curves.png`` and ``report.json`` (per-class
                  precision / recall, the confusion matrix, wall times)
@@ -40,8 +42,8 @@ import json
 import random
 import sys
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -51,12 +53,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
 from memsdk.embedding import Embedder, HashEmbedder, SentenceTransformerEmbedder
-from memsdk.policies.relations import RELATIONS, PairClassifier, Relation, pair_features, relation_text
+from memsdk.policies.relations import LEXICAL, RELATIONS, PairClassifier, Relation, attribute_prototypes, pair_features, relation_text
 
 from ..checkpoint import data_hash
 from .metrics import MetricsLog, plot_metrics
 
-__all__ = ["PairClassifierConfig", "Pair", "PairTrainResult", "standardiser", "retire_scores", "read_pairs", "benchmark_pairs", "chat_pairs", "as_pair", "embed_pairs", "evaluate", "train_pair_classifier", "cli_config", "main"]
+__all__ = ["PairClassifierConfig", "Pair", "PairTrainResult", "standardiser", "retire_scores", "read_pairs", "benchmark_pairs", "chat_pairs", "as_pair", "embed_pairs", "evaluate", "retire_threshold", "train_pair_classifier", "cli_config", "main"]
 
 #: texts embedded per call (a progress step)
 EMBED_BATCH = 256
@@ -96,7 +98,11 @@ class PairClassifierConfig(BaseModel):
     shuffle_labels: bool = Field(False, description="Permute the train labels: the learning test's control.")
     seed: int = 0
     num_threads: int | None = Field(2, description="torch threads for embedding and training; None leaves torch's default.")
-    version: str = "pairs-v4"
+    min_precision: float | None = Field(
+        0.9, gt=0.0, le=1.0, description="The head is served retiring at the lowest threshold (of `retire_scores`') whose val retirements are at "
+        "least this right, the highest when none is (`retire_threshold`); None: the manager's default (.9).",
+    )
+    version: str = "pairs-v5"
     output_dir: str = "build/train/pairs"
     package_dir: str | None = Field(None, description="Also write the head here (memsdk/registry/packaged/manager/pairs-v1).")
     progress: bool = True
@@ -155,8 +161,13 @@ def chat_pairs(sample_id: str, embedder: Embedder, k: int) -> list[Pair]:
     return pairs
 
 
-def embed_pairs(pairs: Sequence[Pair], embedder: Embedder, *, progress: bool = False) -> np.ndarray:
-    """`pair_features` of ``pairs``, each distinct text embedded once."""
+def embed_pairs(
+    pairs: Sequence[Pair], embedder: Embedder, *, lexical: Sequence[str] = LEXICAL, prototypes: np.ndarray | None = None, progress: bool = False
+) -> np.ndarray:
+    """`pair_features` of ``pairs``, each distinct text embedded once: the ``lexical``
+    features, the attribute ones over ``prototypes`` (None: ``embedder``'s `attribute_prototypes`)."""
+    if prototypes is None:
+        prototypes = attribute_prototypes(embedder.embed)
     texts = list(dict.fromkeys(relation_text(t) for p in pairs for t in (p.new, p.old)))
     vectors = np.zeros((len(texts), embedder.dim), dtype=np.float32)
     for start in tqdm(range(0, len(texts), EMBED_BATCH), desc="embed", disable=not progress):
@@ -164,7 +175,7 @@ def embed_pairs(pairs: Sequence[Pair], embedder: Embedder, *, progress: bool = F
     row = {t: i for i, t in enumerate(texts)}
     u = vectors[[row[relation_text(p.new)] for p in pairs]]
     v = vectors[[row[relation_text(p.old)] for p in pairs]]
-    return pair_features(u, v, [p.new for p in pairs], [p.old for p in pairs])
+    return pair_features(u, v, [p.new for p in pairs], [p.old for p in pairs], lexical=lexical, prototypes=prototypes)
 
 
 def evaluate(probs: np.ndarray, gold: np.ndarray) -> dict[str, Any]:
@@ -205,6 +216,14 @@ def retire_scores(probs: np.ndarray, gold: np.ndarray, thresholds: Sequence[floa
     return out
 
 
+def retire_threshold(retire: Mapping[str, Mapping[str, float]], min_precision: float) -> float:
+    """The lowest threshold of `retire_scores`'s table whose retirements reach
+    ``min_precision``; the highest one when none does. A wrong retirement takes a true fact
+    out of the current view, so precision comes first and, past it, recall."""
+    ranked = sorted(retire, key=float)
+    return float(next((t for t in ranked if retire[t]["precision"] >= min_precision), ranked[-1]))
+
+
 @dataclass
 class PairTrainResult:
     classifier: PairClassifier
@@ -240,10 +259,12 @@ def _head(cfg: PairClassifierConfig, dim: int) -> torch.nn.Sequential:
     return torch.nn.Sequential(*layers, torch.nn.Linear(dim, len(RELATIONS)))
 
 
-def _numpy_head(model: torch.nn.Sequential, mean: np.ndarray, scale: np.ndarray, embedder: str, cfg: PairClassifierConfig, metrics: dict[str, float]) -> PairClassifier:
+def _numpy_head(
+    model: torch.nn.Sequential, mean: np.ndarray, scale: np.ndarray, prototypes: np.ndarray, embedder: str, cfg: PairClassifierConfig, metrics: dict[str, float]
+) -> PairClassifier:
     linears = [m for m in model if isinstance(m, torch.nn.Linear)]
     layers = tuple((m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in linears)
-    return PairClassifier(layers=layers, mean=mean, scale=scale, labels=RELATIONS, embedder=embedder, version=cfg.version, metrics=metrics)
+    return PairClassifier(layers=layers, mean=mean, scale=scale, labels=RELATIONS, embedder=embedder, version=cfg.version, metrics=metrics, prototypes=prototypes)
 
 
 def _flat(val: dict[str, Any], best_epoch: int, n_train: int) -> dict[str, float]:
@@ -278,7 +299,8 @@ def train_pair_classifier(
         if cfg.chat_negatives is not None:
             train_pairs += chat_pairs(cfg.chat_negatives[0], embedder, cfg.chat_related_k)
             val_pairs += chat_pairs(cfg.chat_negatives[1], embedder, cfg.chat_related_k)
-        x_train, x_val = embed_pairs(train_pairs, embedder, progress=cfg.progress), embed_pairs(val_pairs, embedder, progress=cfg.progress)
+        prototypes = attribute_prototypes(embedder.embed)
+        x_train, x_val = embed_pairs(train_pairs, embedder, prototypes=prototypes, progress=cfg.progress), embed_pairs(val_pairs, embedder, prototypes=prototypes, progress=cfg.progress)
         y_train = np.array([RELATIONS.index(p.label) for p in train_pairs])
         y_val = np.array([RELATIONS.index(p.label) for p in val_pairs])
         if cfg.shuffle_labels:
@@ -326,9 +348,12 @@ def train_pair_classifier(
         torch.set_num_threads(threads)
 
     # 4. write: the served (numpy) head's own val scores
-    val_probs = _numpy_head(model, mean, scale, embedder.name, cfg, {}).predict(x_val)
+    val_probs = _numpy_head(model, mean, scale, prototypes, embedder.name, cfg, {}).predict(x_val)
     val_scores, val_retire = evaluate(val_probs, y_val), retire_scores(val_probs, y_val)
-    head = _numpy_head(model, mean, scale, embedder.name, cfg, _flat(val_scores, best[1], len(train_pairs)))
+    head = replace(
+        _numpy_head(model, mean, scale, prototypes, embedder.name, cfg, _flat(val_scores, best[1], len(train_pairs))),
+        supersede_at=None if cfg.min_precision is None else retire_threshold(val_retire, cfg.min_precision),
+    )
     training = {
         "recipe": cfg.model_dump(mode="json"),
         "val_confusion": {"rows_gold_cols_predicted": [str(r) for r in RELATIONS], "matrix": val_scores["confusion"]},
@@ -377,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     per_class = {name: {k: round(m[k], 3) for k in ("precision", "recall")} for name, m in result.val["per_class"].items()}
     print(json.dumps({"output_dir": str(result.out), "best_epoch": result.best_epoch, "val_accuracy": round(result.val["accuracy"], 4),
                       "val_macro_f1": round(result.val["macro_f1"], 4), "per_class": per_class, "confusion": result.val["confusion"],
-                      "retire": result.val_retire, "embed_s": round(result.embed_s, 1), "train_s": round(result.train_s, 1)}, indent=2))
+                      "retire": result.val_retire, "supersede_at": result.classifier.supersede_at, "embed_s": round(result.embed_s, 1), "train_s": round(result.train_s, 1)}, indent=2))
     return 0
 
 

@@ -282,61 +282,81 @@ _GENERIC: dict[str, tuple[str, ...]] = {
 _TRAIN_ONLY: dict[str | None, dict[str, tuple[str, ...]]] = {
     "home": {
         "state": ("[I'm|$S is] living in {v} at the moment.", "[I've|$S has] got a flat in {v}."),
+        "clause": ("[I reside|$S resides] in {v}", "[my|$S's] flat is in {v}", "[I call|$S calls] {v} home"),
         "supersede": ("[We|$S] packed up and left for {new} last month.", "[I'm|$S is] a {new} resident now, the move went fine.", "[I've|$S has] been in {new} since the spring, after the move.", "[We|$S] swapped the old city for {new}."),
     },
     "job": {
         "state": ("[I've|$S has] worked as {a_v} for years.", "By day [I'm|$S is] {a_v}."),
+        "clause": ("[I'm|$S is] {a_v} by profession", "[my|$S's] role is {v}", "[I do|$S does] {v} work for a living"),
         "supersede": ("[I|$S] accepted an offer and started as {a_new}.", "[I|$S] changed careers and became {a_new}.", "[I|$S] quit the old job, the new one is {new}.", "As of this month [my|$S's] title is {new}."),
     },
     "relationships": {
-        "state": ("[I'm|$S is] with {v}, two years together now.", "{v} and [I|$S] have been a couple since last spring."),
-        "supersede": ("[I'm|$S is] in a relationship with {new} now.", "{new} and [I|$S] got together over the summer.", "After the breakup, [I'm|$S is] with {new} now.", "These days [my|$S's] other half is {new}."),
+        "state": ("[I'm|$S is] with {v}, two years together now.", "{v} and [I|$S] have been a couple since last spring.", "[I'm|$S is] off to a wedding with [my|$S's] partner {v} next month."),
+        "clause": ("[my|$S's] other half is {v}", "[I'm|$S is] in a relationship with {v}", "[I'm|$S is] with {v}"),
+        "supersede": (
+            "[I'm|$S is] in a relationship with {new} now.", "{new} and [I|$S] got together over the summer.", "After the breakup, [I'm|$S is] with {new} now.", "These days [my|$S's] other half is {new}.",
+            "[I|$S] started dating {new} a few weeks ago.", "[I|$S] met {new} in the spring and [we're|they're] together now.",
+        ),
     },
     "pets": {
         "state": ("[We|$S] got a {species} named {v} last year.", "{v} is [our|$S's] {species}."),
+        "clause": ("[we|$S] named the {species} {v}", "the {species} goes by {v}", "[our|$S's] {species}'s called {v}"),
         "compatible": ("[We|$S] got {new} too, another {species}.", "There's a second {species} in the house now as well, {new}."),
     },
     "diet": {
         "state": ("[I eat|$S eats] {v}, mostly.", "[I stick|$S sticks] to a {v} diet."),
+        "clause": ("[I'm|$S is] {v}", "[I keep|$S keeps] a {v} diet", "the way [I eat|$S eats] is {v}"),
         "supersede": ("[I've|$S has] gone {new}, new year new habits.", "[I'm|$S is] eating {new} these days, no exceptions.", "The doctor put [me|$O] on a {new} diet, and it stuck.", "[I|$S] changed diet completely: {new} from here on."),
     },
     "hobbies": {
         "state": ("Free time for [me|$O] means {v}.", "[I love|$S loves] {v}, it's the best way to unwind."),
+        "clause": ("[my|$S's] pastime is {v}", "[my|$S's] free time goes on {v}", "the hobby [I have|$S has] is {v}"),
         "supersede": ("[I've|$S has] traded the old hobby for {new}.", "[I've|$S has] stopped the other thing for a new obsession, {new}.", "Weekends are all about {new} now, the old hobby is done.", "[I|$S] quit the old hobby; {new} is the thing now."),
         "compatible": ("[I've|$S has] added {new} to the list of hobbies.", "Besides the usual, [I'm|$S is] trying {new}."),
     },
     "phone": {
         "state": ("My mobile is {v}.", "Call me on {v} if you need me."),
+        "clause": ("my mobile is {v}", "you can call me on {v}", "the number is {v}"),
         "supersede": ("New number: {new}, please update it.", "My number's changed to {new}.", "I switched carriers, my number is now {new}.", "Ditch the old number, I'm on {new} now."),
     },
     "email": {
         "state": ("Drop me a line at {v}.", "Here's my email: {v}."),
+        "clause": ("email me at {v}", "my email's {v}", "the email to use is {v}"),
         "supersede": ("New email address: {new}.", "I've moved my email over to {new}.", "Email me at {new} now, the old inbox is closed.", "I switched to {new} for my email."),
     },
     "address": {
         "state": ("I'm at {v}, the one with the blue door.", "Our place is {v}."),
+        "clause": ("I'm at {v}", "my home address is {v}", "post reaches me at {v}"),
         "supersede": ("We've moved, the new address is {new}.", "Our new place is {new}, update your records.", "Send letters to {new} from now on.", "I'm living at {new} now."),
     },
     "health": {
         "state": ("[I have|$S has] {v}, it flares up now and then.", "[I|$S] got a {v} diagnosis a while ago."),
+        "clause": ("[I have|$S has] {v}", "[my|$S's] condition is {v}", "the diagnosis was {v}"),
         "compatible": ("[I have|$S has] {new} on top of that now.", "The specialist added {new} to the list."),
     },
     "schedule": {
         "state": ("The {event} is the {v}, in {place}.", "[I've|$S has] got the {event} on the {v}, it's in {place}."),
+        "clause": ("[my|$S's] {event} falls on the {v}", "the {event} is set for the {v}", "[we've|$S has] got the {event} on the {v}"),
         "supersede": ("[My|$S's] {event} has been rescheduled for the {new}.", "The {event} is now on the {new}, [we|$S] had to change it.", "[We|$S] moved the {event}, it's the {new} instead.", "Change of plan: the {event} will be on the {new}."),
     },
     "family": {
         "state": ("{v} is my {rel}.", "I've got a {rel}, {v}."),
+        "clause": ("my {rel} goes by {v}", "I have a {rel} named {v}", "my {rel}'s called {v}"),
         "compatible": ("And I've got a second {rel}, {new}.", "{new} is my other {rel}."),
     },
     "possessions": {
         "state": ("[I've got|$S has] a {v}.", "[My|$S's] daily driver is a {v}."),
+        "clause": ("[I own|$S owns] a {v}", "[my|$S's] car's a {v}", "[I've got|$S has] a {v}"),
         "supersede": ("[I|$S] replaced the old car with a {new}.", "[I|$S] got rid of the old car for a {new}.", "[My|$S's] car these days is a {new}.", "The old car is gone, [I'm|$S is] the owner of a {new} now."),
         "compatible": ("[We|$S] kept the old car and also got a {new}.", "[I have|$S has] a {new} in the garage too now."),
     },
     None: {
         "correct_not": ("No wait, {clause}, not {old}.", "I meant to say {clause}, not {old}."),
-        "correct_plain": ("I need to correct myself: {clause}.", "Scratch what I said before, {clause}.", "That was wrong, {clause}.", "To set the record straight, {clause}."),
+        "correct_plain": (
+            "I need to correct myself: {clause}.", "Scratch what I said before, {clause}.", "That was wrong, {clause}.", "To set the record straight, {clause}.",
+            "Oh, I had that backwards: {clause}.", "Hold on, I told you wrong, {clause}.", "Small correction, {clause}.", "I was wrong earlier, {clause}.",
+            "Sorry for the confusion, {clause}.", "I said it wrong before, {clause}.",
+        ),
         "duplicate": ("As you know, {clause}.", "Still true: {clause}.", "Reminding you, {clause}."),
     },
 }  # fmt: skip

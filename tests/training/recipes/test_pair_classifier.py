@@ -16,7 +16,7 @@ import numpy as np
 from memsdk.embedding import HashEmbedder
 from memsdk.policies.pair_manager import PairManager
 from memsdk.policies.relations import RELATIONS, PairClassifier, Relation
-from memsdk_training.recipes.pair_classifier import Pair, PairClassifierConfig, embed_pairs, main, train_pair_classifier
+from memsdk_training.recipes.pair_classifier import Pair, PairClassifierConfig, embed_pairs, main, retire_threshold, train_pair_classifier
 
 from ...policies.conftest import memory
 
@@ -80,6 +80,8 @@ def test_the_written_head_is_the_trained_one_and_serves_as_a_manager(tmp_path: P
     loaded = PairClassifier.load(tmp_path / "manager" / "pairs-v1")
     x = embed_pairs(val, HashEmbedder(64))
     assert np.array_equal(loaded.predict(x), result.classifier.predict(x))
+    # served at the lowest threshold whose val retirements were at least min_precision right
+    assert cfg.min_precision is not None and loaded.supersede_at == retire_threshold(result.val_retire, cfg.min_precision) and PairManager(loaded, HashEmbedder(64)).thresholds.supersede_at == loaded.supersede_at
     manifest = json.loads((tmp_path / "manager" / "pairs-v1" / "manifest.json").read_text())
     assert manifest["eval_metrics"]["val_accuracy"] == result.val["accuracy"] and manifest["config"]["training"]["val_confusion"]["matrix"] == result.val["confusion"]
     assert {"metrics.jsonl", "curves.png", "report.json", "head"} <= {p.name for p in (tmp_path / "run").iterdir()}
