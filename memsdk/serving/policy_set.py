@@ -46,7 +46,7 @@ _HEURISTIC = {"extractor": HeuristicExtractor, "manager": HeuristicManager, "ans
 #: trained policies without an LLM that a role can name, with the registry version serving
 #: each (``policies={"manager": "pairs"}``: the pair classifier, `PairManager`); a version
 #: published under the client's checkpoints shadows the packaged one of that name
-TRAINED = {"manager": {"pairs": "pairs-v4"}}
+TRAINED = {"manager": {"pairs": "pairs-v5"}}
 
 #: the kind of backend a client makes and switches adapters on: a blocking `LoRABackend`
 #: (`MemoryClient`) or an `AsyncLoRABackend` (`AsyncMemoryClient`)

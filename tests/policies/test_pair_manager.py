@@ -153,9 +153,9 @@ def test_the_pairs_preset_serves_the_packaged_head_with_no_llm(tmp_path: Path) -
     for packaged in (True, False):  # asked for by name, the head is served whether or not packaged adapters are
         with MemoryClient(data_dir=tmp_path / str(packaged), embedder=HashEmbedder(64), policies={"extractor": "heuristic", "manager": "pairs", "answerer": "heuristic"}, packaged_adapters=packaged) as client:
             info = client.policies["manager"]
-            assert (info.version, info.served_by) == ("pairs-v4", "rules")
+            assert (info.version, info.served_by) == ("pairs-v5", "rules")
             with pytest.raises(PolicyError, match="pairs, a policy without an LLM"):
-                client.use_policy("manager", "pairs-v4")
+                client.use_policy("manager", "pairs-v5")
 
 
 def test_the_packaged_head_retires_a_moved_home_and_keeps_a_second_dog() -> None:
@@ -163,7 +163,7 @@ def test_the_packaged_head_retires_a_moved_home_and_keeps_a_second_dog() -> None
     its own; the benchmark's figures are in its manifest."""
     from memsdk.registry import PACKAGED_DIR
 
-    folder = PACKAGED_DIR / "manager" / "pairs-v4"
+    folder = PACKAGED_DIR / "manager" / "pairs-v5"
     assert (folder / "head.npz").stat().st_size < 1_000_000
     pm = PairManager.load(folder)
     home, dog = memory("Ana (on 2 May 2024): I live in Porto, near the river."), memory("Ana (on 3 May 2024): I have a dog called Buddy.")

@@ -21,7 +21,7 @@ from .test_pair_classifier import synthetic_pairs
 peft = pytest.importorskip("peft")
 transformers = pytest.importorskip("transformers")
 
-HEAD = PACKAGED_DIR / "manager" / "pairs-v4"
+HEAD = PACKAGED_DIR / "manager" / "pairs-v5"
 PAIRS = [("We just moved to Halifax", "I live in Seattle"), ("We adopted a second dog, Pixel", "I have a dog named Rocket"), ("Please forget where I live", "I live in Seattle")]
 
 
