@@ -294,6 +294,10 @@ def typed_values(text: str) -> list[tuple[str, str]]:
     return [(kind, value) for _, kind, value in sorted(found)]
 
 
+#: a negated phrase, up to the end of its clause: "not the 17th" in "on the 19th, not the 17th."
+_NEGATED = re.compile(r"\b(?:not|never)\b[^,.;!?]*", re.I)
+
+
 def corrected_copy(new: str, old: str) -> str | None:
     """What ``old`` still says once ``new`` replaces it: ``old`` with each typed value that
     ``new`` swaps for another of its kind (a date, a time, a day, an address, a number...)
@@ -305,11 +309,12 @@ def corrected_copy(new: str, old: str) -> str | None:
     kind is swapped only when each text holds exactly one value of it, so a copy never
     guesses which of two dates moved; a name or a city is not a typed value (which one of
     "Mei is coming to dinner on Sunday" would "going out with Lina" replace?), so it is
-    never swapped, and an old fact with nothing left beside the swapped value gets no copy."""
+    never swapped, and an old fact with nothing left beside the swapped value gets no copy.
+    What ``new`` negates is not what it states: "on the 19th, not the 17th" states the 19th."""
     header = HEADER.match(old)
     head, body = (old[: header.end()], old[header.end():]) if header else ("", old)
     new_body = HEADER.sub("", new, count=1)
-    old_values, new_values = typed_values(body), typed_values(new_body)
+    old_values, new_values = typed_values(body), typed_values(_NEGATED.sub("", new_body))
     swaps: dict[str, str] = {}
     for kind, _ in _TYPED:
         olds = [v for k, v in old_values if k == kind]

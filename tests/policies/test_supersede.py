@@ -248,6 +248,9 @@ def test_corrections_of_emails_and_times(text: str, wrong: str, right: str) -> N
         ("The wedding moved to 19 April.", "The wedding is on 12 April in Lisbon.", "The wedding is on 19 April in Lisbon."),
         ("My number is now 555-0199.", "Call me on 555-0101 at Acme.", "Call me on 555-0199 at Acme."),
         ("The dentist moved to 3pm.", "Dentist at 10am on Friday with Dr Patel.", "Dentist at 3pm on Friday with Dr Patel."),
+        # a correction names the wrong value too: what it negates is not what it states
+        ("Oops: the interview is on the 19th, not the 17th.", "My interview is set for the 17th, over in Porto.", "My interview is set for the 19th, over in Porto."),
+        ("Sorry, the call is at 4pm. Not 2pm.", "The call with Ana is at 2pm.", "The call with Ana is at 4pm."),
         # nothing left beside the swapped value, or the rest said again: no copy
         ("Post goes to 18 Bramble Way these days.", "I live at 23 Bramble Way.", None),
         ("The meeting in Tampere moved to the 10th.", "The meeting is on the 14th in Tampere.", None),
