@@ -71,6 +71,7 @@ __all__ = [
     "RELATIONS",
     "LEXICAL",
     "ATTRIBUTES",
+    "ATTRIBUTE_FEATURES",
     "HEAD_FORMAT",
     "WEIGHTS_FILE",
     "RelationModel",
@@ -107,9 +108,9 @@ _TEXT_FEATURES = (
     "correction_cue", "change_cue", "addition_cue", "forget_cue", "length_ratio",
 )  # fmt: skip
 #: the features of a pair's embeddings against the attribute prototypes (`ATTRIBUTES`)
-_ATTRIBUTE_FEATURES = ("same_attribute", "shared_attribute")
+ATTRIBUTE_FEATURES = ("same_attribute", "shared_attribute")
 #: every cheap feature after the two embedding blocks, in order; a head uses those its manifest names
-LEXICAL = (*_TEXT_FEATURES, *_ATTRIBUTE_FEATURES)
+LEXICAL = (*_TEXT_FEATURES, *ATTRIBUTE_FEATURES)
 
 #: attributes of a person that a fact states, each described a few plain ways (no value of
 #: any benchmark's): their prototypes are the mean of the descriptions' embeddings
@@ -277,7 +278,7 @@ def pair_features(
     columns: dict[str, np.ndarray] = dict(
         zip(_TEXT_FEATURES, np.array([lexical_features(n, o, float(c)) for n, o, c in zip(new, old, cosine)], dtype=np.float32).reshape(len(u), len(_TEXT_FEATURES)).T)
     )
-    if set(_ATTRIBUTE_FEATURES) & set(lexical):
+    if set(ATTRIBUTE_FEATURES) & set(lexical):
         if prototypes is None or prototypes.ndim != 2 or prototypes.shape[1] != u.shape[1]:
             raise ValueError(f"the attribute features need [k, {u.shape[1]}] attribute prototypes, got {None if prototypes is None else prototypes.shape}")
         columns["same_attribute"] = same_attribute(u, v, prototypes).astype(np.float32)
@@ -356,8 +357,8 @@ class PairClassifier:
         unknown = [name for name in self.lexical if name not in LEXICAL]
         if unknown:
             raise ValueError(f"a pair head over unknown features {unknown}: this module computes {list(LEXICAL)}")
-        if set(_ATTRIBUTE_FEATURES) & set(self.lexical) and (self.prototypes is None or self.prototypes.ndim != 2):
-            raise ValueError(f"a pair head over {list(_ATTRIBUTE_FEATURES)} needs its [k, dim] attribute prototypes")
+        if set(ATTRIBUTE_FEATURES) & set(self.lexical) and (self.prototypes is None or self.prototypes.ndim != 2):
+            raise ValueError(f"a pair head over {list(ATTRIBUTE_FEATURES)} needs its [k, dim] attribute prototypes")
         if sorted(self.labels) != sorted(RELATIONS):
             raise ValueError(f"a pair head's labels must be the relations {[str(r) for r in RELATIONS]}, got {[str(r) for r in self.labels]}")
         width = self.mean.shape[0]
@@ -432,10 +433,7 @@ class PairClassifier:
         if spec.get("format") != HEAD_FORMAT:
             raise ValueError(f"{root} is not a pair head ({HEAD_FORMAT}): its manifest says format {spec.get('format')!r}")
         features = spec["features"]
-        lexical = tuple(features["lexical"])
-        unknown = [name for name in lexical if name not in LEXICAL]
-        if unknown:
-            raise ValueError(f"{root} was trained on the features {list(lexical)}: this module does not compute {unknown}")
+        lexical = tuple(features["lexical"])  # a name this module does not compute: __post_init__ refuses it
         if features["dim"] != 2 * features["embed_dim"] + len(lexical):
             raise ValueError(f"{root} names {len(lexical)} features after 2 x {features['embed_dim']} embedding dims, not its width {features['dim']}")
         with np.load(root / spec["weights"], allow_pickle=False) as arrays:
