@@ -7,12 +7,16 @@ Two tables (``--tables``; both by default):
 memories in ONE scope, then ``--stage-turns`` LoCoMo conv-26 turns are ingested into that
 scope one call per turn and ``--stage-questions`` of its questions are retrieved for
 (`client.retrieve`: query embedding, dense + BM25 search of each tier, fusion; no LLM). Right
-after, in the same process, each ingested turn's text and each question is embedded once with
-the same embedder, one call per text: the baseline both rows are divided by. Rows: per
+before each call, in the same process, its turn's text or its question is embedded once with
+the same embedder: the baseline both rows are divided by, measured beside the calls it divides. Rows: per
 ``--stage-policies`` (heuristic, and the client's default policies, whose manager is the trained
 pair classifier), ingest and retrieve, with the total p50 / p95, the p50 of each stage the
 client books (`IngestResult.timings`; the default manager's own embeddings are booked as llm),
 and the embedder's time and calls per call as this benchmark's clock counts them.
+
+With ``--alone`` each row is followed by the same calls on a fresh copy of the store, every
+vector they need remembered from a first pass ("vectors remembered"): the pipeline's own cost,
+with no model call between two of its calls, divided by the same one embedding.
 
 ``calls`` (the earlier table): ``--memories`` memories in each of two speaker scopes, conv-26
 turns ingested and questions answered with the heuristic policies and with SmolLM2-135M
@@ -24,6 +28,7 @@ indexes what it writes, so the sparse half of a hybrid search has real postings 
 
     .venv/bin/python benchmarks/client.py                                          # both tables
     .venv/bin/python benchmarks/client.py --tables stages --sizes 1000 10000 --stage-turns 30
+    .venv/bin/python benchmarks/client.py --tables stages --alone --stage-policies heuristic
     .venv/bin/python benchmarks/client.py --tables calls [--memories 10000] [--turns 40] [--llm-turns 6]
 
 Targets: an ingest (heuristic policies, one turn per call) p50 at most 1.3x one embedding of
@@ -41,7 +46,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -55,7 +61,7 @@ from memsdk import MemoryClient
 from memsdk.bank import codec
 from memsdk.config import ClientConfig
 from memsdk.datasets.locomo import load_locomo
-from memsdk.embedding import Embedder
+from memsdk.embedding import CachedEmbedder, Embedder
 from memsdk.embedding.bm25 import Bm25Encoder
 from memsdk.store import StoreTransport
 from memsdk.store.edge import EdgeTransport
@@ -140,14 +146,22 @@ def timed(call: Callable[[], Any]) -> Timed:
     return Timed(total, stages, spent.seconds, spent.calls)
 
 
-def one_embedding(embedder: Embedder, texts: Sequence[str], desc: str) -> list[float]:
-    """Seconds of one embedder call per text: the least a call that embeds the text can cost."""
-    out = []
-    for text in tqdm(texts, desc=desc, unit="text", leave=False):
-        start = time.perf_counter()
-        embedder.embed([text])
-        out.append(time.perf_counter() - start)
-    return out
+def one_embedding(embedder: Embedder, text: str) -> float:
+    """Seconds of one embedder call on ``text``: the least a call that embeds it can cost."""
+    start = time.perf_counter()
+    embedder.embed([text])
+    return time.perf_counter() - start
+
+
+def paired(calls: Sequence[tuple[str, Callable[[], Any]]], embedder: Embedder, desc: str) -> tuple[list[Timed], list[float]]:
+    """Each (text, call) timed: the call right after one embedding of its text. Paired, not in
+    two phases: this machine's pace drifts by a third within minutes (a shared VM), and a
+    baseline measured after all the calls divided one stretch of it by another."""
+    timings, baseline = [], []
+    for text, call in tqdm(calls, desc=desc, unit="call", leave=False):
+        baseline.append(one_embedding(embedder, text))
+        timings.append(timed(call))
+    return timings, baseline
 
 
 def stage_row(policies: str, size: int, call: str, timings: list[Timed], baseline: list[float]) -> str:
@@ -176,23 +190,40 @@ def preloaded(size: int, dim: int, background: list[str], workdir: Path) -> Path
     return folder
 
 
-def run_stages(policies: str, size: int, embedder: Embedder, turns: list[Turn], questions: list[str], template: Path) -> list[str]:
+@contextmanager
+def stage_client(policies: str, size: int, embedder: Embedder, template: Path) -> Iterator[MemoryClient]:
+    """A client on a copy of ``template`` (``size`` memories in `SCOPE`), warmed up in a scope
+    of its own, so the measured one holds exactly ``size`` memories before its turns."""
     data_dir = shutil.copytree(template, template.with_name(f"{policies}-{size}"))
     chosen = {} if policies == "default" else {"policies": policies}
-    # the clock between the client and the model: the client's stages leave out what a policy
-    # embeds itself (the default manager), the clock counts every call into the model
-    with MemoryClient(ClientConfig.from_env(data_dir=data_dir, **chosen), embedder=load.EmbedClock(embedder)) as client:
-        # a scope of its own, so the measured one holds exactly `size` memories before its turns
-        warm = Scope(user_id="warm-up", run_id="warm-up")
-        client.ingest({"speaker": "Warm", "text": "I warm up the embedder, the engine and the policies."}, scope=warm)
-        client.retrieve("What warms up the retrieval path?", scope=warm)
-        ingested = [timed(partial(client.ingest, t, scope=SCOPE)) for t in tqdm(turns, desc=f"{policies} {size:,} ingest", unit="turn", leave=False)]
-        per_turn = one_embedding(embedder, [t.text for t in turns], "one embedding per turn")
-        retrieved = [timed(partial(client.retrieve, q, scope=SCOPE)) for q in tqdm(questions, desc=f"{policies} {size:,} retrieve", unit="question", leave=False)]
-        per_question = one_embedding(embedder, questions, "one embedding per question")
+    try:
+        # the clock between the client and the model: the client's stages leave out what a
+        # policy embeds itself (the default manager), the clock counts every call into the model
+        with MemoryClient(ClientConfig.from_env(data_dir=data_dir, **chosen), embedder=load.EmbedClock(embedder)) as client:
+            warm = Scope(user_id="warm-up", run_id="warm-up")
+            client.ingest({"speaker": "Warm", "text": "I warm up the embedder, the engine and the policies."}, scope=warm)
+            client.retrieve("What warms up the retrieval path?", scope=warm)
+            yield client
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def run_stages(policies: str, size: int, embedder: Embedder, turns: list[Turn], questions: list[str], template: Path, *, alone: bool) -> list[str]:
+    with stage_client(policies, size, embedder, template) as client:
+        ingested, per_turn = paired([(t.text, partial(client.ingest, t, scope=SCOPE)) for t in turns], embedder, f"{policies} {size:,} ingest")
+        retrieved, per_question = paired([(q, partial(client.retrieve, q, scope=SCOPE)) for q in questions], embedder, f"{policies} {size:,} retrieve")
         label = policy_label(client, policies)
-    shutil.rmtree(data_dir, ignore_errors=True)
-    return [stage_row(label, size, "ingest", ingested, per_turn), stage_row(label, size, "retrieve", retrieved, per_question)]
+    rows = [stage_row(label, size, "ingest", ingested, per_turn), stage_row(label, size, "retrieve", retrieved, per_question)]
+    if alone:
+        # the same calls again on a fresh copy, every vector they need remembered from the run
+        # above: what the pipeline costs with no model call between two of its calls
+        remembered = CachedEmbedder(embedder, size=100_000)
+        for _ in ("fill", "measure"):
+            with stage_client(policies, size, remembered, template) as client:
+                ingested = [timed(partial(client.ingest, t, scope=SCOPE)) for t in turns]
+                retrieved = [timed(partial(client.retrieve, q, scope=SCOPE)) for q in questions]
+        rows += [stage_row(f"{label}, vectors remembered", size, "ingest", ingested, per_turn), stage_row(f"{label}, vectors remembered", size, "retrieve", retrieved, per_question)]
+    return rows
 
 
 def stage_table(args: argparse.Namespace, workdir: Path) -> list[str]:
@@ -207,7 +238,7 @@ def stage_table(args: argparse.Namespace, workdir: Path) -> list[str]:
     for size in args.sizes:
         folder = preloaded(size, embedder.dim, background, workdir)
         for policies in args.stage_policies:
-            rows += run_stages(policies, size, embedder, turns, questions, folder)
+            rows += run_stages(policies, size, embedder, turns, questions, folder, alone=args.alone)
         shutil.rmtree(folder, ignore_errors=True)
     header = "| policies (extractor / manager) | memories in the scope | call | n | total p50 / p95 | " + " | ".join(f"{s} p50" for s in STAGES)
     header += " | embedder p50 ms / calls per call | one embedding p50 | total p50 / one embedding |"
@@ -260,6 +291,7 @@ def main() -> None:
     parser.add_argument("--stage-turns", type=int, default=50, help="stages: turns ingested, one per call")
     parser.add_argument("--stage-questions", type=int, default=30, help="stages: questions retrieved for")
     parser.add_argument("--stage-policies", nargs="+", choices=["heuristic", "default"], default=["heuristic", "default"], help="stages: 'default' is MemoryClient()'s")
+    parser.add_argument("--alone", action="store_true", help="stages: also each row's calls with every vector remembered (no model call in the loop), divided by the same one embedding")
     parser.add_argument("--memories", type=int, default=10_000, help="calls: preloaded memories per speaker scope")
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--questions", type=int, default=20)

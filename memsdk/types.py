@@ -6,6 +6,7 @@ records with the bank it was taken from without copying them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -187,6 +188,13 @@ def turn_parts(turn: Turn) -> tuple[str, str]:
     return turn_header(turn.speaker, shown_when(turn)), turn.text
 
 
+@functools.lru_cache(maxsize=4096)
+def _scope_key(user_id: str | None, agent_id: str | None, run_id: str | None) -> str:
+    # cached: every filter and every decoded record asks for it, ~90 times a retrieve; the
+    # encoding took 0.8 of the 6.8 ms a retrieve spent outside the model (100k memories)
+    return json.dumps([user_id, agent_id, run_id], ensure_ascii=False)
+
+
 class Scope(BaseModel):
     """Whose memory this is. A scope is a hard partition keyed by all three fields.
 
@@ -209,7 +217,7 @@ class Scope(BaseModel):
     @property
     def key(self) -> str:
         """An injective string form, used as the partition key inside every store."""
-        return json.dumps([self.user_id, self.agent_id, self.run_id], ensure_ascii=False)
+        return _scope_key(self.user_id, self.agent_id, self.run_id)
 
     def __str__(self) -> str:
         parts = [f"{k}={v!r}" for k, v in self.model_dump().items() if v is not None]

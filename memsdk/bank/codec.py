@@ -63,8 +63,9 @@ def event_point(event: HistoryEvent) -> Point:
 
 def _fields(point: Point) -> dict[str, Any]:
     fields = {k: v for k, v in point.payload.items() if k not in _INTERNAL}
-    if isinstance(fields.get("metadata"), str):  # a store written before metadata was text holds an object
-        fields["metadata"] = json.loads(fields["metadata"])
+    if isinstance(metadata := fields.get("metadata"), str):  # a store written before metadata was text holds an object
+        # most memories have none: no parse for them (a retrieve decodes ~90 records)
+        fields["metadata"] = {} if metadata == "{}" else json.loads(metadata)
     return fields
 
 
