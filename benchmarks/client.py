@@ -193,13 +193,14 @@ def preloaded(size: int, dim: int, background: list[str], workdir: Path) -> Path
 @contextmanager
 def stage_client(policies: str, size: int, embedder: Embedder, template: Path) -> Iterator[MemoryClient]:
     """A client on a copy of ``template`` (``size`` memories in `SCOPE`), warmed up in a scope
-    of its own, so the measured one holds exactly ``size`` memories before its turns."""
+    of its own, so the measured one holds exactly ``size`` memories before its turns.
+    ``embedder`` should have a `load.EmbedClock` in front of the model: the client's stages
+    leave out what a policy embeds itself (the default manager), the clock counts every call
+    into the model."""
     data_dir = shutil.copytree(template, template.with_name(f"{policies}-{size}"))
     chosen = {} if policies == "default" else {"policies": policies}
     try:
-        # the clock between the client and the model: the client's stages leave out what a
-        # policy embeds itself (the default manager), the clock counts every call into the model
-        with MemoryClient(ClientConfig.from_env(data_dir=data_dir, **chosen), embedder=load.EmbedClock(embedder)) as client:
+        with MemoryClient(ClientConfig.from_env(data_dir=data_dir, **chosen), embedder=embedder) as client:
             warm = Scope(user_id="warm-up", run_id="warm-up")
             client.ingest({"speaker": "Warm", "text": "I warm up the embedder, the engine and the policies."}, scope=warm)
             client.retrieve("What warms up the retrieval path?", scope=warm)
@@ -209,20 +210,22 @@ def stage_client(policies: str, size: int, embedder: Embedder, template: Path) -
 
 
 def run_stages(policies: str, size: int, embedder: Embedder, turns: list[Turn], questions: list[str], template: Path, *, alone: bool) -> list[str]:
-    with stage_client(policies, size, embedder, template) as client:
+    with stage_client(policies, size, load.EmbedClock(embedder), template) as client:
         ingested, per_turn = paired([(t.text, partial(client.ingest, t, scope=SCOPE)) for t in turns], embedder, f"{policies} {size:,} ingest")
         retrieved, per_question = paired([(q, partial(client.retrieve, q, scope=SCOPE)) for q in questions], embedder, f"{policies} {size:,} retrieve")
         label = policy_label(client, policies)
     rows = [stage_row(label, size, "ingest", ingested, per_turn), stage_row(label, size, "retrieve", retrieved, per_question)]
     if alone:
-        # the same calls again on a fresh copy, every vector they need remembered from the run
-        # above: what the pipeline costs with no model call between two of its calls
-        remembered = CachedEmbedder(embedder, size=100_000)
+        # the same calls twice more on fresh copies, the second pass finding every vector the
+        # first one embedded: what the pipeline costs with no model call between two of its
+        # calls (the clock behind the cache counts only misses)
+        remembered = CachedEmbedder(load.EmbedClock(embedder), size=100_000)
         for _ in ("fill", "measure"):
             with stage_client(policies, size, remembered, template) as client:
                 ingested = [timed(partial(client.ingest, t, scope=SCOPE)) for t in turns]
                 retrieved = [timed(partial(client.retrieve, q, scope=SCOPE)) for q in questions]
-        rows += [stage_row(f"{label}, vectors remembered", size, "ingest", ingested, per_turn), stage_row(f"{label}, vectors remembered", size, "retrieve", retrieved, per_question)]
+        label = f"{label}, vectors remembered"
+        rows += [stage_row(label, size, "ingest", ingested, per_turn), stage_row(label, size, "retrieve", retrieved, per_question)]
     return rows
 
 

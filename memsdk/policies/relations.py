@@ -72,6 +72,7 @@ __all__ = [
     "LEXICAL",
     "ATTRIBUTES",
     "ATTRIBUTE_FEATURES",
+    "reads_attributes",
     "HEAD_FORMAT",
     "WEIGHTS_FILE",
     "RelationModel",
@@ -111,6 +112,11 @@ _TEXT_FEATURES = (
 ATTRIBUTE_FEATURES = ("same_attribute", "shared_attribute")
 #: every cheap feature after the two embedding blocks, in order; a head uses those its manifest names
 LEXICAL = (*_TEXT_FEATURES, *ATTRIBUTE_FEATURES)
+
+
+def reads_attributes(lexical: Sequence[str]) -> bool:
+    """Whether a head over the ``lexical`` features needs attribute prototypes."""
+    return not set(ATTRIBUTE_FEATURES).isdisjoint(lexical)
 
 #: attributes of a person that a fact states, each described a few plain ways (no value of
 #: any benchmark's): their prototypes are the mean of the descriptions' embeddings
@@ -278,7 +284,7 @@ def pair_features(
     columns: dict[str, np.ndarray] = dict(
         zip(_TEXT_FEATURES, np.array([lexical_features(n, o, float(c)) for n, o, c in zip(new, old, cosine)], dtype=np.float32).reshape(len(u), len(_TEXT_FEATURES)).T)
     )
-    if set(ATTRIBUTE_FEATURES) & set(lexical):
+    if reads_attributes(lexical):
         if prototypes is None or prototypes.ndim != 2 or prototypes.shape[1] != u.shape[1]:
             raise ValueError(f"the attribute features need [k, {u.shape[1]}] attribute prototypes, got {None if prototypes is None else prototypes.shape}")
         columns["same_attribute"] = same_attribute(u, v, prototypes).astype(np.float32)
@@ -357,7 +363,7 @@ class PairClassifier:
         unknown = [name for name in self.lexical if name not in LEXICAL]
         if unknown:
             raise ValueError(f"a pair head over unknown features {unknown}: this module computes {list(LEXICAL)}")
-        if set(ATTRIBUTE_FEATURES) & set(self.lexical) and (self.prototypes is None or self.prototypes.ndim != 2):
+        if reads_attributes(self.lexical) and (self.prototypes is None or self.prototypes.ndim != 2):
             raise ValueError(f"a pair head over {list(ATTRIBUTE_FEATURES)} needs its [k, dim] attribute prototypes")
         if sorted(self.labels) != sorted(RELATIONS):
             raise ValueError(f"a pair head's labels must be the relations {[str(r) for r in RELATIONS]}, got {[str(r) for r in self.labels]}")

@@ -54,7 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
 from memsdk.embedding import Embedder, HashEmbedder, SentenceTransformerEmbedder
-from memsdk.policies.relations import ATTRIBUTE_FEATURES, LEXICAL, RELATIONS, PairClassifier, Relation, attribute_prototypes, pair_features, relation_text
+from memsdk.policies.relations import LEXICAL, RELATIONS, PairClassifier, Relation, attribute_prototypes, pair_features, reads_attributes, relation_text
 
 from ..checkpoint import data_hash
 from .metrics import MetricsLog, plot_metrics
@@ -167,7 +167,7 @@ def embed_pairs(
 ) -> np.ndarray:
     """`pair_features` of ``pairs``, each distinct text embedded once: the ``lexical``
     features, the attribute ones over ``prototypes`` (None: ``embedder``'s `attribute_prototypes`)."""
-    if prototypes is None and set(ATTRIBUTE_FEATURES) & set(lexical):
+    if prototypes is None and reads_attributes(lexical):
         prototypes = attribute_prototypes(embedder.embed)
     texts = list(dict.fromkeys(relation_text(t) for p in pairs for t in (p.new, p.old)))
     vectors = np.zeros((len(texts), embedder.dim), dtype=np.float32)
