@@ -4,6 +4,7 @@
                        [--out DIR] [--include-adversarial] [--judge-url URL] [--concurrency N] ...
     memsdk eval judge RUN_DIR --judge-url URL [--judge-model M] [--concurrency N] [--rejudge]
     memsdk eval manage --split train|val|test|demo [--policies heuristic|llm|auto] [--answerer extractive|llm] ...
+    memsdk eval scenarios FILE [--policies auto|heuristic|llm] [--no-answers] [--only ID ...]   (an app's own memory tests)
     memsdk eval compare A.json B.json
 
 ``locomo`` prints the markdown table and writes report.json / report.md / report.png to
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 from memsdk.errors import InvalidInput
 from memsdk.eval.config import EvalConfig
 from memsdk.eval.manage.cli import add_parser as add_manage_parser
+from memsdk.eval.scenario_file.cli import add_parser as add_scenarios_parser
 
 __all__ = ["add_parser", "run"]
 
@@ -55,6 +57,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     lo.add_argument("--no-progress", action="store_true")
 
     add_manage_parser(which)
+    add_scenarios_parser(which)
 
     jd = which.add_parser("judge", help="label a run's answers with the LLM judge J and rewrite its report")
     jd.add_argument("run_dir", type=Path, help="the --out folder of an `eval locomo` run")
@@ -99,6 +102,10 @@ def run(args: argparse.Namespace) -> int:
         from memsdk.eval.manage.cli import run as run_manage
 
         return run_manage(args)
+    if args.eval_command == "scenarios":
+        from memsdk.eval.scenario_file.cli import run as run_scenarios
+
+        return run_scenarios(args)
     if args.eval_command == "manage-gate":
         from memsdk.eval.manage.cli import gate as gate_manage
 

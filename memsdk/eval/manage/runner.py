@@ -128,7 +128,7 @@ class ManageRunner:
         write_atomic(self.out_dir / "report.md", markdown(report))
         return report
 
-    def _client(self, work: Path) -> tuple[MemoryClient, CountingBackend[LLMBackend] | None]:
+    def fresh_client(self, work: Path) -> tuple[MemoryClient, CountingBackend[LLMBackend] | None]:
         shutil.rmtree(work, ignore_errors=True)
         counter = CountingBackend(self.backend) if self.backend is not None else None
         roles: dict[str, Any] = dict(self.roles)
@@ -158,7 +158,7 @@ class ManageRunner:
         """Ingest ``sc`` into a fresh client, score what its scopes hold, answer its questions."""
         started = time.perf_counter()
         work = self.out_dir / "work" / sc.id
-        client, counter = self._client(work)
+        client, counter = self.fresh_client(work)
         try:
             tally = _Tally()
             for turn in sc.turns:
