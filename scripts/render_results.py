@@ -13,7 +13,9 @@ and the release gate's decision). For each folder this writes ``docs/results/<na
   files with the configuration's fingerprint);
 - the markdown reports of the folder, verbatim, headings moved one level down.
 
-and ``docs/results/index.md``, a table of every run. The output depends only on the files
+and ``docs/results/index.md``: first the current figure of each benchmark for the default
+configuration (one row each, read from the run ``CURRENT`` names), then, under "Archive", a
+table of every run kept, the design-time ones included. The output depends only on the files
 (folders and reports in sorted order, no clock), so a rerun writes the same bytes;
 ``--check`` exits 1, writing nothing, when a page is missing or differs from what the files
 give (tests/test_docs.py runs it). ``make docs`` runs it before ``mkdocs build``.
@@ -30,7 +32,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
@@ -43,6 +45,70 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "machine": ("machine", "host", "hostname", "meta.machine", "run.machine"),
     "date": ("date", "started_at", "finished_at", "meta.date", "run.date"),
 }
+
+
+def _dot(value: float) -> str:
+    """A rate as the docs write it: .740, 1.000."""
+    return f"{value:.3f}".removeprefix("0")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def _locomo_split(report: dict[str, Any]) -> str:
+    summary = report["summary"]
+    conversations = _count(len(summary["cost"]["memories"]), "conversation")
+    return f"{report['split']}: {conversations}, {_count(summary['overall']['n'], 'question')}"
+
+
+def _locomo_recall(report: dict[str, Any]) -> str:
+    return " / ".join(_dot(report["summary"]["overall"]["recall"][k]) for k in ("10", "30", "60"))
+
+
+def _locomo_answers(report: dict[str, Any]) -> str:
+    overall = report["summary"]["overall"]
+    return " / ".join(_dot(overall[k]) for k in ("f1", "bleu1", "em"))
+
+
+def _manage_split(report: dict[str, Any]) -> str:
+    return f"{report['split']}: {_count(len(report['summary']['cost']['memories']), 'scenario')}"
+
+
+#: the management benchmark's headline metrics, as the current-figures table names them
+MANAGE_HEADLINE = (
+    ("superseded retired (current view)", "superseded retired"),
+    ("forget honoured (every tier)", "forget honoured"),
+    ("false deletions", "false deletions"),
+    ("current-state answers", '"now" answers'),
+    ("previous-state answers", '"before" answers'),
+)
+
+
+def _manage_figures(report: dict[str, Any]) -> str:
+    rates = {r["metric"]: r for r in report["summary"]["rates"] if r["event"] == "all"}
+    return "; ".join(f"{label} {rates[m]['k']} / {rates[m]['n']}" for m, label in MANAGE_HEADLINE)
+
+
+@dataclass(frozen=True)
+class Current:
+    """A benchmark's current figure for the default configuration: the run that holds it
+    (``None``: not run yet) and how its split and figure are read from the run's summary."""
+
+    benchmark: str
+    run: str | None
+    split: Callable[[dict[str, Any]], str]
+    figure: Callable[[dict[str, Any]], str]
+
+
+#: The default configuration's current run of each benchmark. Only which run is current is
+#: chosen here; every figure is read from that run's report.json / summary.json.
+CURRENT: tuple[Current, ...] = (
+    Current("LoCoMo evidence recall@10 / @30 / @60", "locomo-test-pairs-v5", _locomo_split, _locomo_recall),
+    Current("LoCoMo answers F1 / BLEU-1 / EM (SmolLM2 + `locomo-v2`, 20 memories)", "locomo-val-default-pairs-v5", _locomo_split, _locomo_answers),
+    Current("management benchmark (`memsdk eval manage`)", "manage-test-default-pairs-v5", _manage_split, _manage_figures),
+    Current("scenarios written outside the team (`scenarios-dev.json`)", None, lambda r: "dev", lambda r: "not run yet"),
+)
 
 
 @dataclass(frozen=True)
@@ -127,10 +193,14 @@ def _conversations(folder: Path) -> str:
     )
 
 
+def _report_file(folder: Path) -> Path | None:
+    return next((p for p in (folder / "report.json", folder / "summary.json") if p.exists()), None)
+
+
 def load(folder: Path) -> Run:
     # report.json as the run wrote it, else its summary.json (the same without the
     # per-conversation / per-scenario details, which are what make a report.json large)
-    report_json = next((p for p in (folder / "report.json", folder / "summary.json") if p.exists()), None)
+    report_json = _report_file(folder)
     report = json.loads(report_json.read_text()) if report_json is not None else None
     mds = sorted(folder.glob("*.md"), key=lambda p: (p.name != "report.md", p.name))
     parts, sources = [], []
@@ -166,11 +236,41 @@ def page(run: Run) -> str:
     )
 
 
-def index(runs: list[Run]) -> str:
+def _report(results: Path, name: str) -> dict[str, Any]:
+    path = _report_file(results / name)
+    if path is None:
+        raise SystemExit(f"render_results: CURRENT names {name}, which has no report.json or summary.json")
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def current_table(results: Path = RESULTS) -> str:
+    rows = []
+    for c in CURRENT:
+        if c.run is None:
+            rows.append(f"| {c.benchmark} | {c.split({})} | {c.figure({})} | - |\n")
+            continue
+        report = _report(results, c.run)
+        rows.append(f"| {c.benchmark} | {c.split(report)} | {c.figure(report)} | [{c.run}]({c.run}.md) |\n")
+    return "| benchmark | split | memsdk default | run |\n|---|---|---|---|\n" + "".join(rows)
+
+
+def index(runs: list[Run], results: Path = RESULTS) -> str:
     rows = "".join(f"| [{r.name}]({r.name}.md) | {r.title} | {r.meta['date']} | {r.meta['commit']} |\n" for r in runs)
     return (
         "# Results\n\n"
         "<!-- generated by scripts/render_results.py; do not edit -->\n\n"
+        "## Current figures\n\n"
+        "The default configuration (the heuristic extractor, the trained pair manager `pairs-v5`, "
+        "SmolLM2 with the packaged `locomo-v2` answerer adapter shown 20 memories), one row per "
+        "benchmark, each from the run it links to. Evidence recall does not depend on the "
+        "answerer (that run used the extractive one); the answerer's F1 has been measured on the "
+        "validation split only. Measured on the 2-core development machine; "
+        "[Evaluation](../evaluation.md) says how, and what each benchmark still misses.\n\n"
+        f"{current_table(results)}\n"
+        "## Archive\n\n"
+        "Every run kept, the design-time ones included (baselines, candidates the release gate "
+        "compared, the runs before and after each change). "
         "Each page is rendered from a run's own result files in `docs/results/<name>/` by "
         "`scripts/render_results.py` (`make docs` runs it), so the figures here are the ones the "
         "runs wrote. Where a run's files do not record its command, commit, machine or date, "
@@ -183,7 +283,7 @@ def index(runs: list[Run]) -> str:
 def render(results: Path = RESULTS) -> dict[Path, str]:
     runs = [load(folder) for folder in sorted(p for p in results.iterdir() if p.is_dir())]
     pages = {results / f"{run.name}.md": page(run) for run in runs}
-    pages[results / "index.md"] = index(runs)
+    pages[results / "index.md"] = index(runs, results)
     return pages
 
 
