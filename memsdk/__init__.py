@@ -11,7 +11,7 @@ are imported only when a model or a server-backed store is first used.
 """
 
 from memsdk._version import __version__
-from memsdk.client import AnswerResult, AsyncMemoryClient, IngestResult, MemoryClient, ReadResult
+from memsdk.client import AnswerResult, AsyncMemoryClient, ForgetResult, IngestResult, MemoryClient, ReadResult
 from memsdk.config import ClientConfig, LLMSpec
 from memsdk.errors import BackendError, Conflict, InvalidInput, MemoryNotFound, MemsdkError, PolicyError, PolicyUnavailable, StoreLocked
 from memsdk.gate import GateDecision, GateFailed
@@ -24,6 +24,7 @@ __all__ = [
     "BackendError",
     "ClientConfig",
     "Conflict",
+    "ForgetResult",
     "GateDecision",
     "GateFailed",
     "HistoryEvent",

@@ -32,7 +32,7 @@ from tqdm import tqdm
 from memsdk import gate
 from memsdk.bank import MemoryBank, as_memory_id, as_query, as_scope
 from memsdk.client.reading import ReadPlan, as_source, plan_read
-from memsdk.client.results import AnswerResult, IngestResult, ReadResult
+from memsdk.client.results import AnswerResult, ForgetResult, IngestResult, ReadResult
 from memsdk.config import ClientConfig
 from memsdk.effects import Apply, Call, Chat, Effect, Runner
 from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
@@ -43,6 +43,7 @@ from memsdk.llm.base import Completion
 from memsdk.llm.config import CircuitBreaker, Limits
 from memsdk.pipeline.context import RecentTurns
 from memsdk.pipeline.decisions import ActivePolicies, decided
+from memsdk.pipeline.forget_request import forget_steps
 from memsdk.pipeline.ingest import IngestOutcome, applied_ops, ingest_steps, write_steps
 from memsdk.pipeline.retrieval import AnswerOutcome
 from memsdk.policies.pair_manager import PairManager
@@ -237,7 +238,7 @@ class BaseClient(Generic[B]):
         """The pipeline one turn goes through: Mem-alpha's writer when it is on, else the
         extractor and the manager (Memory-R1)."""
         if active.writer is not None:
-            return write_steps([turn], scope, active.writer, self.config.related_k, version=active.versions["writer"], context=context)
+            return write_steps([turn], scope, active.writer, self.config.related_k, version=active.versions["writer"], context=context, forget=active.forget)
         return ingest_steps(turn, context, scope, active, self.config.related_k, episodic=self.config.tiers)
 
     # -- the release gate (shared by the twins: no I/O here) ------------------------------------
@@ -503,6 +504,11 @@ class BaseClient(Generic[B]):
         assert change.after is not None
         after: MemoryRecord = change.after
         return after
+
+    def _forget(self, description: str, scope: ScopeLike, dry_run: bool) -> Generator[Effect, Any, ForgetResult]:
+        # the runner's `applied` hook drops deleted turns from the recent context, as for delete
+        plan, transition = yield from forget_steps(description, as_scope(scope), self._policies.active().forget, API_ACTOR, dry_run=dry_run)
+        return ForgetResult(description=description, memories=plan.targets, applied=transition is not None, refused=plan.refused)
 
     def _delete(self, memory_id: uuid.UUID | str, scope: ScopeLike) -> Generator[Effect, Any, MemoryRecord]:
         # the runner's `applied` hook drops the deleted turn from the recent context

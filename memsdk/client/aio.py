@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from memsdk import gate
 from memsdk.client._base import BaseClient, EMBED_AHEAD, SCOPE_LOCK_STRIPES, ScopeLike, Timings, TurnLike, announce, batched, in_process_model
-from memsdk.client.results import AnswerResult, IngestResult, ReadResult
+from memsdk.client.results import AnswerResult, ForgetResult, IngestResult, ReadResult
 from memsdk.effects import Effect, R
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.gate import GateConfig, GateDecision, GateStates
@@ -155,6 +155,11 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
     async def update(self, memory_id: uuid.UUID | str, text: str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()
         return await self._run(self._update(memory_id, text, scope))
+
+    async def forget(self, description: str, *, scope: ScopeLike, dry_run: bool = False) -> ForgetResult:
+        self._check_open()
+        with self._telemetry.operation("forget", self._as_scopes(scope)):
+            return await self._run(self._forget(description, scope, dry_run))
 
     async def delete(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()

@@ -33,7 +33,7 @@ from pydantic import TypeAdapter
 from memsdk.bank import BankLimits
 from memsdk.client._base import ScopeLike, TurnLike
 from memsdk.client.aio import AsyncMemoryClient
-from memsdk.client.results import AnswerResult, IngestResult, ReadResult
+from memsdk.client.results import AnswerResult, ForgetResult, IngestResult, ReadResult
 from memsdk.client.sync import MemoryClient
 from memsdk.docstrings import documented_as
 from memsdk.config import ClientConfig
@@ -216,6 +216,10 @@ class _Plans:
     def history(memory_id: uuid.UUID | str | None, scope: Any) -> _Plan[builtins.list[HistoryEvent]]:
         params = _query(scope) | ({} if memory_id is None else {"memory_id": _id(memory_id)})
         return _Plan("GET", "/v1/history", lambda r: _EVENTS.validate_python(r.json()), params=params, memory_id=None if memory_id is None else _id(memory_id))
+
+    @staticmethod
+    def forget(description: str, scope: Any, dry_run: bool) -> _Plan[ForgetResult]:
+        return _Plan("POST", "/v1/forget", lambda r: ForgetResult.model_validate(r.json()), json={"description": description, "scope": _scope(scope), "dry_run": dry_run})
 
     @staticmethod
     def erase(scope: Any) -> _Plan[int]:
@@ -456,6 +460,9 @@ class RemoteMemoryClient(_ServerOwned, MemoryClient):  # type: ignore[misc]
     def history(self, memory_id: uuid.UUID | str | None = None, *, scope: ScopeLike) -> builtins.list[HistoryEvent]:
         return self._send(_Plans.history(memory_id, scope))
 
+    def forget(self, description: str, *, scope: ScopeLike, dry_run: bool = False) -> ForgetResult:
+        return self._send(_Plans.forget(description, scope, dry_run))
+
     def erase(self, *, scope: ScopeLike) -> int:
         return self._send(_Plans.erase(scope))
 
@@ -560,6 +567,9 @@ class AsyncRemoteMemoryClient(_ServerOwned, AsyncMemoryClient):  # type: ignore[
 
     async def history(self, memory_id: uuid.UUID | str | None = None, *, scope: ScopeLike) -> builtins.list[HistoryEvent]:
         return await self._send(_Plans.history(memory_id, scope))
+
+    async def forget(self, description: str, *, scope: ScopeLike, dry_run: bool = False) -> ForgetResult:
+        return await self._send(_Plans.forget(description, scope, dry_run))
 
     async def erase(self, *, scope: ScopeLike) -> int:
         return await self._send(_Plans.erase(scope))

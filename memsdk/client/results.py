@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memsdk.interactions.types import AppliedOp
 from memsdk.types import MemoryRecord
 
-__all__ = ["IngestResult", "AnswerResult", "ReadResult"]
+__all__ = ["IngestResult", "AnswerResult", "ReadResult", "ForgetResult"]
 
 
 class IngestResult(BaseModel):
@@ -66,3 +66,16 @@ class AnswerResult(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     timings: dict[str, float] = Field(default_factory=dict)
+
+
+class ForgetResult(BaseModel):
+    """What `forget` matched and, unless it was a dry run, deleted or rewrote: a memory that
+    only partly states the description (a summary) loses those clauses, one that is about
+    it is deleted, in every tier. Deletes are soft: `restore` undoes one, `erase` makes them final."""
+
+    model_config = ConfigDict(frozen=True)
+
+    description: str
+    memories: list[MemoryRecord] = Field(description="The memories it matched, as they were before the forget.")
+    applied: bool = Field(description="False for a dry run, a refusal, or nothing matched.")
+    refused: str | None = Field(None, description="Why nothing changed when it matched too many memories to be a specific request.")

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from memsdk import gate
 from memsdk.client._base import BaseClient, EMBED_AHEAD, SCOPE_LOCK_STRIPES, ScopeLike, Timings, TurnLike, announce, batched, in_process_model
-from memsdk.client.results import AnswerResult, IngestResult, ReadResult
+from memsdk.client.results import AnswerResult, ForgetResult, IngestResult, ReadResult
 from memsdk.effects import Effect, R
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.gate import GateConfig, GateDecision, GateStates
@@ -178,6 +178,19 @@ class MemoryClient(BaseClient[LoRABackend]):
         `InvalidInput` for empty or oversized text, or an episodic turn (kept verbatim)."""
         self._check_open()
         return self._run(self._update(memory_id, text, scope))
+
+    def forget(self, description: str, *, scope: ScopeLike, dry_run: bool = False) -> ForgetResult:
+        """Forget what ``description`` names, in the user's words ("my phone number", "anything
+        about my divorce"), in every tier of ``scope``: the memories the forget rules or the
+        trained relevance head find about it, as a forget request said in conversation would.
+        ``dry_run=True`` returns what would be forgotten and changes nothing; the same call
+        without it forgets exactly that. A description that matches more than
+        `forget.MAX_SUPERSEDED` memories is refused (``refused`` says so, nothing changes);
+        one that names nothing specific ("everything") is `InvalidInput`. Soft: `restore`
+        undoes it, `erase` makes it final."""
+        self._check_open()
+        with self._telemetry.operation("forget", self._as_scopes(scope)):
+            return self._run(self._forget(description, scope, dry_run))
 
     def delete(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         """Soft delete: `restore` brings it back; `erase` removes a scope for good."""

@@ -41,7 +41,8 @@ change per turn: a request that matches more is refused as too broad and reporte
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import uuid
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
@@ -51,13 +52,16 @@ from memsdk.policies.relations import values_of
 from memsdk.policies.words import HEADER, STOPWORDS, split_words, word_key
 from memsdk.types import MemoryRecord, Op, Tier
 
-__all__ = ["Forget", "Correction", "classify", "matches", "supersede_ops", "corrected_copy", "typed_values", "MAX_SUPERSEDED"]
+__all__ = ["Forget", "Correction", "classify", "is_vague", "matches", "supersede_ops", "corrected_copy", "typed_values", "MAX_SUPERSEDED"]
 
 MAX_SUPERSEDED = 10
 #: records stated this close together are one statement (a turn and the fact copied from it
 #: are stored a few milliseconds apart when the turn has no timestamp)
 SAME_STATEMENT = timedelta(minutes=1)
 _VAGUE = frozenset("everything anything all memories memory it this that stuff things everyone something data now please right away immediately".split())
+
+#: as `Forget.words` holds them (`word_key`: "memories" -> "memorie")
+_VAGUE_KEYS = frozenset(word_key(w) for w in _VAGUE | {"about", "me", "my", "mine", "i", "you", "your", "every", "user", "users"})
 
 _OPENER = r"(?:^|[.!?]\s*|\b(?:please|pls|kindly|can you|could you|would you|now)\s+)"
 _ABOUT = r"(?P<about>[^.!?\n]{3,200})"
@@ -102,9 +106,12 @@ _CORRECT = [
 class Forget:
     """A forget request about ``about``. What it matches is computed once per request (cached
     properties), since a forget by meaning checks it against up to `MEANING_CANDIDATES`
-    memories and each of their clauses."""
+    memories and each of their clauses. ``literal`` False: ``about`` is the whole turn the
+    trained intent head recognised (`forget_head`), not words a rule cut out of it, so a
+    memory is never matched by containing all its words."""
 
     about: str
+    literal: bool = True
 
     @cached_property
     def words(self) -> frozenset[str]:
@@ -158,11 +165,17 @@ def classify(text: str) -> Forget | Correction | None:
             if right and len(wrong.split()) <= 4 and len(right.split()) <= 4 and wrong.lower() != right.lower():
                 return Correction(wrong=wrong, right=right)
     for pattern in _FORGET:
-        if (m := pattern.search(text)) and ((forget := Forget(m["about"].strip())).words - _VAGUE or forget.by_meaning):
+        if (m := pattern.search(text)) and not is_vague(forget := Forget(m["about"].strip())):
             return forget
     if (m := _DELETE_MINE.search(text)) and (forget := Forget(m["about"].strip())).by_meaning:
         return forget
     return None
+
+
+def is_vague(forget: Forget) -> bool:
+    """Whether ``forget`` names nothing specific ("everything", "all memories", "it"): then
+    it is no request the memory acts on."""
+    return not (forget.words - _VAGUE_KEYS or forget.by_meaning)
 
 
 _CLAUSE = re.compile(r"(?<=[.;!?\n])\s+")
@@ -175,7 +188,7 @@ def _states(forget: Forget, text: str) -> bool:
         return True
     if forget.topic and states_topic(forget.topic, text):
         return True
-    return forget.words <= {word_key(w) for w in split_words(text)}
+    return forget.literal and forget.words <= {word_key(w) for w in split_words(text)}
 
 
 def matches(intent: Forget | Correction, record: MemoryRecord) -> bool:
@@ -230,7 +243,9 @@ def _corrected(correction: Correction, text: str) -> str:
     return text[: found.start()] + " ".join(right) + text[found.end():]
 
 
-def supersede_ops(intent: Forget | Correction, candidates: Sequence[MemoryRecord], *, request: MemoryRecord | None = None) -> tuple[list[Op], str | None]:
+def supersede_ops(
+    intent: Forget | Correction, candidates: Sequence[MemoryRecord], *, request: MemoryRecord | None = None, about: Collection[uuid.UUID] = ()
+) -> tuple[list[Op], str | None]:
     """The ops that retire the superseded content, or none and the reason.
 
     Forget: matching episodic turns are deleted, the request's own turn too (it repeats what
@@ -238,10 +253,17 @@ def supersede_ops(intent: Forget | Correction, candidates: Sequence[MemoryRecord
     deleted when none is left. Correct: matching episodic turns are retired, superseded by
     the correcting turn ``request`` (a turn is never rewritten, and deleting it would also
     lose what else it said: "the wedding is on the 3rd, in Lisbon" keeps Lisbon, marked as
-    corrected); facts and the core summary are rewritten with Y replaced by X."""
+    corrected); facts and the core summary are rewritten with Y replaced by X.
+
+    ``about``: the ids of the memories a forget is about by the trained relevance head
+    (`forget_head.ForgetReader.about`), forgotten as well as those the rules match; such a
+    memory is deleted whole, since the head judged the memory, not a clause of it."""
     unique = {r.id: r for r in candidates}
     # a forget reaches what was true before too; a correction only what is still current
-    found = [r for r in unique.values() if (r.current if isinstance(intent, Correction) else not r.deleted) and matches(intent, r) and (request is None or r.id != request.id)]
+    found = [
+        r for r in unique.values()
+        if (r.current if isinstance(intent, Correction) else not r.deleted) and (matches(intent, r) or r.id in about) and (request is None or r.id != request.id)
+    ]
     if isinstance(intent, Forget) and intent.old_only:
         found = _older(found)
     if len(found) > MAX_SUPERSEDED:
@@ -256,7 +278,7 @@ def supersede_ops(intent: Forget | Correction, candidates: Sequence[MemoryRecord
             else:
                 ops.append(Op.delete(r.id, expected_version=r.version))
             continue
-        text = _corrected(intent, r.text) if isinstance(intent, Correction) else _forget_in(intent, r.text)
+        text = _corrected(intent, r.text) if isinstance(intent, Correction) else ("" if r.id in about else _forget_in(intent, r.text))
         ops.append(Op.update(r.id, text, expected_version=r.version) if text else Op.delete(r.id, expected_version=r.version))
     return ops, None
 

@@ -25,7 +25,9 @@ from memsdk.errors import Conflict, InvalidInput, MemoryNotFound, PolicyError
 from memsdk.grounding import cited_turns
 from memsdk.interactions.types import AppliedOp
 from memsdk.pipeline.decisions import ActivePolicies, decided
-from memsdk.pipeline.forget import Correction, Forget, classify, corrected_copy, supersede_ops
+from memsdk.pipeline.forget import Correction, Forget, classify, corrected_copy
+from memsdk.pipeline.forget_head import ForgetReader
+from memsdk.pipeline.forget_request import ForgetPlan, forget_targets
 from memsdk.pipeline.retrieval import copied_turn
 from memsdk.policies import Decision, Extraction, Manager, PolicyCall, PolicyStats
 from memsdk.policies.manager import check_ops
@@ -46,12 +48,6 @@ INGEST_ACTOR = Actor(role="ingest")
 #: who applies a forget request or a correction (the only policy role that may delete a turn)
 FORGET_ACTOR = Actor(role="forget", version="rules-v1")
 
-#: memories a forget / correction looks through (hybrid search; the words must then match)
-SUPERSEDE_CANDIDATES = 100
-
-#: ... and a forget by meaning ("my phone number"): the bank's most per search (`BankLimits`);
-#: a scope larger than that can keep a match beyond it (README, "What is true now")
-MEANING_CANDIDATES = 1000
 
 
 @dataclass
@@ -145,10 +141,10 @@ def ingest_steps(
         out.episodic_id = kept.records[-1].id
     stated = []
     for turn, request in zip(chunk, requests):
-        if (intent := classify(turn.text)) is None:
+        if (intent := (yield from _intent(turn.text, policies.forget))) is None:
             stated.append(turn)
         else:  # a forget request or a correction changes earlier memories and states no new fact
-            yield from _supersede(intent, scope, request, out)
+            yield from _supersede(intent, scope, request, out, policies.forget)
     if not stated:
         return out
     try:
@@ -250,7 +246,8 @@ def _quoted(facts: Sequence[str]) -> str:
 
 
 def write_steps(
-    chunk: Sequence[Turn], scope: Scope, writer: Writer, related_k: int, *, version: str, episodic: bool = True, context: Sequence[Turn] = ()
+    chunk: Sequence[Turn], scope: Scope, writer: Writer, related_k: int, *, version: str, episodic: bool = True, context: Sequence[Turn] = (),
+    forget: ForgetReader | None = None,
 ) -> Generator[Effect, Any, WriteOutcome]:
     """Mem-alpha's write step: the chunk's turns into the episodic tier (no LLM), forget
     requests and corrections applied by rules (`_supersede`), then the writer sees the core
@@ -265,10 +262,10 @@ def write_steps(
         out.episodic_id = out.episodic_ids[-1] if out.episodic_ids else None
     stated = []
     for i, turn in enumerate(chunk):  # forget requests and corrections, as `ingest_steps` applies them
-        if (intent := classify(turn.text)) is None:
+        if (intent := (yield from _intent(turn.text, forget))) is None:
             stated.append(turn)
         else:
-            yield from _supersede(intent, scope, kept.records[i] if episodic else None, out)
+            yield from _supersede(intent, scope, kept.records[i] if episodic else None, out, forget)
     if not stated:
         return out
     chunk = stated
@@ -307,21 +304,25 @@ def applied_ops(transition: Transition) -> list[AppliedOp]:
     ]
 
 
-def _supersede(intent: Forget | Correction, scope: Scope, request: MemoryRecord | None, out: IngestOutcome) -> Generator[Effect, Any, None]:
-    """Retire what a forget request or a correction supersedes, in every tier (`supersede_ops`)."""
-    query = intent.about if isinstance(intent, Forget) else intent.wrong
-    # a kind of data or a topic is matched by what a memory says, not by the request's
-    # words, so a search for those words would miss it: look through as much as one search returns
-    limit = MEANING_CANDIDATES if isinstance(intent, Forget) and intent.by_meaning else SUPERSEDE_CANDIDATES
-    found: list[ScoredMemory] = yield Search([scope], query, limit, hybrid=True)
-    ops, refused = supersede_ops(intent, [h.record for h in found], request=request)
-    if refused is not None:
-        out.failures.append(refused)
+def _intent(text: str, forget: ForgetReader | None) -> Generator[Effect, Any, Forget | Correction | None]:
+    """The forget request or correction ``text`` makes: the rules' (`classify`), else a
+    forget the trained intent head recognises (its whole text names what to forget)."""
+    if (intent := classify(text)) is not None or forget is None:
+        return intent
+    wish: str = yield from forget.wants(text)
+    return Forget(text, literal=False) if wish == "forget" else None
+
+
+def _supersede(intent: Forget | Correction, scope: Scope, request: MemoryRecord | None, out: IngestOutcome, forget: ForgetReader | None = None) -> Generator[Effect, Any, None]:
+    """Retire what a forget request or a correction supersedes, in every tier (`forget_targets`)."""
+    plan: ForgetPlan = yield from forget_targets(intent, scope, request, forget)
+    if plan.refused is not None:
+        out.failures.append(plan.refused)
         return
-    if not ops:
+    if not plan.ops:
         return
     try:
-        transition: Transition = yield Apply(scope, ops, FORGET_ACTOR)
+        transition: Transition = yield Apply(scope, plan.ops, FORGET_ACTOR)
     except (MemoryNotFound, Conflict) as exc:  # another writer changed a match meanwhile: say so
         out.failures.append(f"{type(intent).__name__.lower()} not applied, a memory changed meanwhile: {exc}")
         return

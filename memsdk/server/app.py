@@ -14,6 +14,7 @@ The API mirrors the client (`MemoryClient`), under ``/v1/``:
     DELETE /v1/memories/{id}?user_id=...   delete (soft)
     POST   /v1/memories/{id}/restore       {"scope"}
     GET    /v1/history?user_id=...         the scope's history (memory_id=... for one memory)
+    POST   /v1/forget                      {"description", "scope", "dry_run"}: by meaning, soft
     POST   /v1/erase                       {"scope"}: gone for good
     POST   /v1/export                      {"scope"} -> application/x-ndjson, streamed
     POST   /v1/import?user_id=...          an export's lines as the body
@@ -152,6 +153,12 @@ class UpdateIn(_Body):
 
 class ScopeOnly(_Body):
     scope: ScopeIn
+
+
+class ForgetIn(_Body):
+    description: str = Field(min_length=1, max_length=2000, description="What to forget, in the user's words (\"my phone number\").")
+    scope: ScopeIn
+    dry_run: bool = Field(False, description="Return what would be forgotten and change nothing.")
 
 
 class ReadIn(_Body):
@@ -533,6 +540,12 @@ def create_app(
     @app.get("/v1/history", tags=["memories"])
     def history(who: Who, scope: QueryScope, memory_id: str | None = None) -> Any:
         return out(who, client.history(memory_id, scope=scoped(who, scope)))
+
+    @app.post("/v1/forget", tags=["memories"])
+    def forget(who: Who, body: ForgetIn) -> Any:
+        """Forget what the description names, in every tier of the scope (soft); with
+        ``dry_run`` only what would be forgotten."""
+        return out(who, client.forget(body.description, scope=scoped(who, body.scope), dry_run=body.dry_run))
 
     @app.post("/v1/erase", tags=["memories"])
     def erase(who: Who, body: ScopeOnly) -> dict[str, int]:

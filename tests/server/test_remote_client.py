@@ -52,6 +52,8 @@ def scenario(c: MemoryClient) -> list[Any]:
     added = c.add("Bob likes jazz", scope=BOB, metadata={"source": "app"})
     out += [added, c.update(added.id, "Bob loves jazz", scope=BOB), c.delete(added.id, scope=BOB), c.restore(added.id, scope=BOB)]
     out.append(c.history(added.id, scope=BOB))
+    c.add("Call me on 555-0134 after six", scope=BOB)
+    out += [c.forget("my phone number", scope=BOB, dry_run=True), c.forget("my phone number", scope=BOB)]
     buffer = io.StringIO()
     out.append(c.export(buffer, scope=BOB))
     out.append(c.import_(io.StringIO(buffer.getvalue()), scope={"user_id": "bob-copy"}))
