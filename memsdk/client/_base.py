@@ -506,6 +506,11 @@ class BaseClient(Generic[B]):
         return after
 
     def _forget(self, description: str, scope: ScopeLike, dry_run: bool) -> Generator[Effect, Any, ForgetResult]:
+        as_query(description, "description")
+        if len(description) > QUESTION_MAX_CHARS:
+            raise InvalidInput("description", f"is {len(description)} characters, the limit is {QUESTION_MAX_CHARS}")
+        if not isinstance(dry_run, bool):
+            raise InvalidInput("dry_run", f"must be true or false, got {type(dry_run).__name__}")
         # the runner's `applied` hook drops deleted turns from the recent context, as for delete
         plan, transition = yield from forget_steps(description, as_scope(scope), self._policies.active().forget, API_ACTOR, dry_run=dry_run)
         return ForgetResult(description=description, memories=plan.targets, applied=transition is not None, refused=plan.refused)

@@ -47,7 +47,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memsdk.policies.reader import CHARS_PER_TOKEN
-from memsdk import AsyncMemoryClient, Conflict, HistoryEvent, InvalidInput, MemoryClient, MemoryNotFound, MemoryRecord, MemsdkError, PolicyError, Scope, ScoredMemory, Tier, Turn
+from memsdk import AsyncMemoryClient, Conflict, ForgetResult, HistoryEvent, InvalidInput, MemoryClient, MemoryNotFound, MemoryRecord, MemsdkError, PolicyError, Scope, ScoredMemory, Tier, Turn
 from memsdk.bank import MemoryBank
 from memsdk.embedding import HashEmbedder
 from memsdk.types import Actor, EventType, Op
@@ -460,6 +460,21 @@ def check_delete(case: Case, a: dict[str, Any], rec: MemoryRecord) -> None:
     check_stored(case.world.bank, scope)
 
 
+def check_forget(case: Case, a: dict[str, Any], out: ForgetResult) -> None:
+    """A dry run, a refusal or no match changes nothing; a forget changes only what it
+    reported, in its own scope, each memory deleted or rewritten, all of it restorable."""
+    scope, bank = scope_of(a["scope"]), case.world.bank
+    assert isinstance(out, ForgetResult) and all(m.scope == scope for m in out.memories)
+    if not out.applied:
+        assert case.world.footprint() == case.before
+        return
+    assert out.memories and not a["dry_run"]
+    for m in out.memories:
+        now = bank.get(scope, m.id, include_deleted=True)
+        assert now.deleted or now.text != m.text
+    check_stored(bank, scope)
+
+
 def check_restore(case: Case, a: dict[str, Any], rec: MemoryRecord) -> None:
     scope = scope_of(a["scope"])
     assert not rec.deleted and case.world.bank.get(scope, rec.id) == rec
@@ -607,6 +622,14 @@ CLIENT_METHODS = [
     ),
     Method("update", {"memory_id": MEMORY_ID, "text": TEXT, "scope": SCOPE}, lambda c, a: c.update(a["memory_id"], a["text"], scope=a["scope"]), check_update, budget=600),
     Method("delete", {"memory_id": MEMORY_ID, "scope": SCOPE}, lambda c, a: c.delete(a["memory_id"], scope=a["scope"]), check_delete, budget=500),
+    Method(
+        "forget",
+        {"description": TEXT, "scope": SCOPE, "dry_run": FLAG},
+        lambda c, a: c.forget(a["description"], scope=a["scope"], dry_run=a["dry_run"]),
+        check_forget,
+        budget=300,
+        examples=({"description": "my phone number", "scope": HOME, "dry_run": False}, {"description": "everything", "scope": HOME, "dry_run": True}),
+    ),
     Method(
         "restore",
         {"memory_id": mostly(refs("own-deleted", "own-deleted", "own-core-replaced"), MEMORY_ID), "scope": SCOPE},
