@@ -233,10 +233,11 @@ def lexical_features(new: str, old: str, cosine: float) -> list[float]:
     ]
 
 
-def attribute_prototypes(embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
-    """[len(ATTRIBUTES), dim] unit prototypes, one per attribute: the mean of its
-    descriptions' embeddings by ``embed`` (an `Embedder.embed`), normalised."""
-    rows = [np.asarray(embed(list(descriptions)), dtype=np.float32).mean(axis=0) for descriptions in ATTRIBUTES.values()]
+def attribute_prototypes(embed: Callable[[list[str]], np.ndarray], attributes: Mapping[str, Sequence[str]] = ATTRIBUTES) -> np.ndarray:
+    """[len(attributes), dim] unit prototypes, one per attribute: the mean of its
+    descriptions' embeddings by ``embed`` (an `Embedder.embed`), normalised. A head stores
+    the prototypes it was trained with, so a head trained over more attributes serves them."""
+    rows = [np.asarray(embed(list(descriptions)), dtype=np.float32).mean(axis=0) for descriptions in attributes.values()]
     p = np.stack(rows)
     out: np.ndarray = p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
     return out

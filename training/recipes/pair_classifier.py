@@ -54,10 +54,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
 from memsdk.embedding import Embedder, HashEmbedder, SentenceTransformerEmbedder
-from memsdk.policies.relations import LEXICAL, RELATIONS, PairClassifier, Relation, attribute_prototypes, pair_features, reads_attributes, relation_text
+from memsdk.policies.relations import ATTRIBUTES, LEXICAL, RELATIONS, PairClassifier, Relation, attribute_prototypes, pair_features, reads_attributes, relation_text
 
 from ..checkpoint import data_hash
 from .metrics import MetricsLog, plot_metrics
+from .written_pairs import read_written, split_by_attribute
 
 __all__ = ["PairClassifierConfig", "Pair", "PairTrainResult", "standardiser", "retire_scores", "read_pairs", "benchmark_pairs", "chat_pairs", "as_pair", "embed_pairs", "evaluate", "retire_threshold", "train_pair_classifier", "cli_config", "main"]
 
@@ -89,6 +90,10 @@ class PairClassifierConfig(BaseModel):
         "taught the head to retire 119 of conv-30's facts (LoCoMo val recall@10 .781 -> .664). None: benchmark pairs only.",
     )
     chat_related_k: int = Field(5, ge=1, description="Earlier turns per turn in those pairs: the memories the manager is shown (the client's related_k).")
+    chat_repeat: int = Field(
+        1, ge=1, description="Times each train chat pair is seen per epoch: pairs told as events, without a cue word, look like chat, and real chat must still be "
+        "left alone (each written pair is one person's; the chat is what apps send).",
+    )
     hidden: tuple[int, ...] = Field((64,), description="Hidden layer widths; () is a linear (logistic) head.")
     dropout: float = Field(0.3, ge=0.0, lt=1.0)
     lr: float = Field(5e-4, gt=0.0)
@@ -103,6 +108,11 @@ class PairClassifierConfig(BaseModel):
         0.9, gt=0.0, le=1.0, description="The head is served retiring at the lowest threshold (of `retire_scores`') whose val retirements are at "
         "least this right, the highest when none is (`retire_threshold`); None: the manager's default (.9).",
     )
+    written_pairs: tuple[str, ...] = Field(
+        (), description="JSONL files of pairs written outside the generator (`written_pairs`), split by attribute into train / val / an attribute-held-out test."
+    )
+    written_split: tuple[float, float] = Field((0.7, 0.15), description="The train and val shares of the written pairs' attributes; the rest is the held-out test.")
+    written_prototypes: bool = Field(False, description="Add each train attribute's name to the attribute prototypes, beside `relations.ATTRIBUTES`.")
     version: str = "pairs-v5"
     output_dir: str = "build/train/pairs"
     package_dir: str | None = Field(None, description="Also write the head here (memsdk/registry/packaged/manager/pairs-v1).")
@@ -298,10 +308,17 @@ def train_pair_classifier(
         started = time.perf_counter()
         embedder = embedder or _embedder(cfg)
         if cfg.chat_negatives is not None:
-            train_pairs += chat_pairs(cfg.chat_negatives[0], embedder, cfg.chat_related_k)
+            train_pairs += chat_pairs(cfg.chat_negatives[0], embedder, cfg.chat_related_k) * cfg.chat_repeat
             val_pairs += chat_pairs(cfg.chat_negatives[1], embedder, cfg.chat_related_k)
-        prototypes = attribute_prototypes(embedder.embed)
+        written = read_written(cfg.written_pairs)
+        written_train, written_val, written_test = split_by_attribute(written, *cfg.written_split)
+        train_pairs += [as_pair((w.new, w.old, w.label)) for w in written_train]
+        val_pairs += [as_pair((w.new, w.old, w.label)) for w in written_val]
+        test_pairs = [as_pair((w.new, w.old, w.label)) for w in written_test]
+        attributes = {**ATTRIBUTES, **({f"written:{w.attribute}": (w.attribute,) for w in written_train} if cfg.written_prototypes else {})}
+        prototypes = attribute_prototypes(embedder.embed, attributes)
         x_train, x_val = embed_pairs(train_pairs, embedder, prototypes=prototypes, progress=cfg.progress), embed_pairs(val_pairs, embedder, prototypes=prototypes, progress=cfg.progress)
+        x_test = embed_pairs(test_pairs, embedder, prototypes=prototypes) if test_pairs else None
         y_train = np.array([RELATIONS.index(p.label) for p in train_pairs])
         y_val = np.array([RELATIONS.index(p.label) for p in val_pairs])
         if cfg.shuffle_labels:
@@ -371,6 +388,10 @@ def train_pair_classifier(
         "best_epoch": best[1], "val": val_scores, "val_retire": val_retire,
         "train_pairs": len(train_pairs), "val_pairs": len(val_pairs), "embed_s": embed_s, "train_s": train_s,
     }  # fmt: skip
+    if x_test is not None:  # attributes the head never trained on, scored once after training
+        y_test = np.array([RELATIONS.index(p.label) for p in test_pairs])
+        test_probs = head.predict(x_test)
+        report |= {"attribute_held_out": evaluate(test_probs, y_test), "attribute_held_out_retire": retire_scores(test_probs, y_test), "attribute_held_out_pairs": len(test_pairs)}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return PairTrainResult(head, val_scores, val_retire, best[1], embed_s, train_s, out)
 

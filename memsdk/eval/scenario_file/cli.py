@@ -1,7 +1,8 @@
 """``memsdk eval scenarios FILE``: an app's own memory tests from a shell (registered by `memsdk.eval.cli`).
 
     memsdk eval scenarios my-scenarios.json [--policies auto|heuristic|llm] [--manager NAME]
-                          [--answerer extractive|llm] [--no-answers] [--only ID ...] [--out DIR]
+                          [--answerer extractive|llm] [--manager-version V --checkpoints DIR]
+                          [--no-answers] [--only ID ...] [--out DIR]
 
 Prints the per-class table and the failures, writes report.json and report.md to ``--out``
 (default ``build/eval/scenarios-<file stem>-<policies>``). The file's format is described
@@ -28,6 +29,8 @@ def add_parser(which: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     sc.add_argument("--manager", help="the manager role over the preset's: heuristic, llm, or a trained policy's name")
     sc.add_argument("--answerer", choices=["extractive", "llm"], help="who answers (default: the preset's own)")
     sc.add_argument("--answerer-version")
+    sc.add_argument("--manager-version", help="a candidate version in --checkpoints: a pair head for --manager pairs, an LLM manager's adapter")
+    sc.add_argument("--checkpoints", help="a folder of published checkpoints (a trainer's registry_dir) the versions are found in")
     sc.add_argument("--embedder", choices=["minilm", "hash"], default="minilm")
     sc.add_argument("--llm-base-url", help="OpenAI-compatible server for the LLM roles (default: SmolLM2 in-process)")
     sc.add_argument("--model", default="smollm2")
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = ManageConfig(
             policies=args.policies, manager=args.manager, answerer=args.answerer, answerer_version=args.answerer_version,
-            embedder=args.embedder, llm_base_url=args.llm_base_url, model=args.model,
+            manager_version=args.manager_version, checkpoint_dir=args.checkpoints, embedder=args.embedder, llm_base_url=args.llm_base_url, model=args.model,
         )
     except ValidationError as exc:
         raise InvalidInput.from_pydantic(exc, "scenarios") from None
