@@ -17,7 +17,7 @@ from typing import Any
 from memsdk.effects import Adjacent, Effect, Search
 from memsdk.pipeline.decisions import ActivePolicies, decided
 from memsdk.pipeline.answers import finished, holders, second_look
-from memsdk.policies import Answer
+from memsdk.policies import UNKNOWN, Answer
 from memsdk.types import MemoryRecord, Scope, ScoredMemory, Tier
 
 __all__ = [
@@ -76,8 +76,11 @@ def answer_steps(question: str, scopes: Sequence[Scope], policies: ActivePolicie
     """`retrieve_steps`, then the answerer, its answer `finished` against what it was shown. An
     answer from the wrong side of a change is asked for again of the other side
     (`second_look`): one more call, on those answers only, whose answer is kept when that
-    side holds it (else the first answer stands: a second look must not invent)."""
+    side holds it (else the first answer stands: a second look must not invent). A scope
+    with no memory at all is answered "unknown" without asking the answerer."""
     shown = yield from retrieve_steps(question, scopes, answer_k, tiers=tiers, hybrid=hybrid)
+    if not shown:  # an empty memory: no model is asked, so none can invent an answer
+        return AnswerOutcome(Answer(UNKNOWN, []), shown)
     answer: Answer = yield from decided(policies.answerer, "answer", question, shown)
     seen = shown
     if (other := second_look(question, answer, shown)) is not None:

@@ -78,3 +78,4 @@ async def test_the_async_twin_previews_and_forgets(tmp_path: Path) -> None:
         done = await client.forget("my phone number", scope=SCOPE)
         assert preview.memories and {m.id for m in done.memories} == {m.id for m in preview.memories} and done.applied
         assert not any("555-0142" in r.text for r in await client.list(scope=SCOPE))
+
