@@ -314,11 +314,13 @@ def train_pair_classifier(
         written_train, written_val, written_test = split_by_attribute(written, *cfg.written_split)
         train_pairs += [as_pair((w.new, w.old, w.label)) for w in written_train]
         val_pairs += [as_pair((w.new, w.old, w.label)) for w in written_val]
-        test_pairs = [as_pair((w.new, w.old, w.label)) for w in written_test]
-        attributes = {**ATTRIBUTES, **({f"written:{w.attribute}": (w.attribute,) for w in written_train} if cfg.written_prototypes else {})}
+        test_pairs = [as_pair((w.new, w.old, w.label)) for w in written_test if w.attribute]
+        chat_test = [as_pair((w.new, w.old, w.label)) for w in written_test if not w.attribute]
+        attributes = {**ATTRIBUTES, **({f"written:{w.attribute}": (w.attribute,) for w in written_train if w.attribute} if cfg.written_prototypes else {})}
         prototypes = attribute_prototypes(embedder.embed, attributes)
         x_train, x_val = embed_pairs(train_pairs, embedder, prototypes=prototypes, progress=cfg.progress), embed_pairs(val_pairs, embedder, prototypes=prototypes, progress=cfg.progress)
         x_test = embed_pairs(test_pairs, embedder, prototypes=prototypes) if test_pairs else None
+        x_chat = embed_pairs(chat_test, embedder, prototypes=prototypes) if chat_test else None
         y_train = np.array([RELATIONS.index(p.label) for p in train_pairs])
         y_val = np.array([RELATIONS.index(p.label) for p in val_pairs])
         if cfg.shuffle_labels:
@@ -392,6 +394,9 @@ def train_pair_classifier(
         y_test = np.array([RELATIONS.index(p.label) for p in test_pairs])
         test_probs = head.predict(x_test)
         report |= {"attribute_held_out": evaluate(test_probs, y_test), "attribute_held_out_retire": retire_scores(test_probs, y_test), "attribute_held_out_pairs": len(test_pairs)}
+    if x_chat is not None:  # written chat held out: mostly restatements a manager must leave alone
+        y_chat = np.array([RELATIONS.index(p.label) for p in chat_test])
+        report |= {"chat_held_out_retire": retire_scores(head.predict(x_chat), y_chat), "chat_held_out_pairs": len(chat_test)}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return PairTrainResult(head, val_scores, val_retire, best[1], embed_s, train_s, out)
 

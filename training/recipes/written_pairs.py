@@ -2,7 +2,8 @@
 
 Each line is one (old, new) pair a person wrote, with its relation and the attribute and
 holder the old statement is about (``{"old", "new", "label", "attribute", "holder", "kind",
-"author"}``). The authors wrote blind: none saw another's file, any evaluation file or the
+"author"}``); chat pairs (``chat-<author>.jsonl``: a friend's later turn against an earlier
+one, mostly restating it) name no attribute. The authors wrote blind: none saw another's file, any evaluation file or the
 management generator, so these pairs measure what the generator's own split cannot.
 
 `split_by_attribute` splits them by attribute, not by pair: every pair of one attribute
@@ -37,9 +38,14 @@ class WrittenPair:
     new: str
     old: str
     label: Relation
-    attribute: str
+    attribute: str | None
     author: str
     kind: str
+
+    @property
+    def split_key(self) -> str:
+        """What decides the part: the attribute, else (chat) the earlier turn."""
+        return self.attribute if self.attribute is not None else f"turn: {self.old}"
 
 
 def _part(key: str) -> float:
@@ -55,15 +61,16 @@ def read_written(paths: Sequence[str | Path]) -> list[WrittenPair]:
                 continue
             row = json.loads(line)
             speaker = _SPEAKERS[int(_part(row["old"] + row["new"]) * len(_SPEAKERS)) % len(_SPEAKERS)]
-            out.append(WrittenPair(f"{speaker}: {row['new']}", f"{speaker}: {row['old']}", Relation(row["label"]), " ".join(str(row["attribute"]).lower().split()), str(row["author"]), str(row.get("kind", ""))))
+            attribute = " ".join(str(row["attribute"]).lower().split()) if row.get("attribute") else None
+            out.append(WrittenPair(f"{speaker}: {row['new']}", f"{speaker}: {row['old']}", Relation(row["label"]), attribute, str(row["author"]), str(row.get("kind", ""))))
     return out
 
 
 def split_by_attribute(pairs: Sequence[WrittenPair], train: float, val: float) -> tuple[list[WrittenPair], list[WrittenPair], list[WrittenPair]]:
-    """(train, val, test) with each attribute's pairs in one part: an attribute's hash below
+    """(train, val, test) with each attribute's pairs in one part (`WrittenPair.split_key`): its hash below
     ``train`` trains, below ``train + val`` validates, the rest is the held-out test."""
     parts: tuple[list[WrittenPair], list[WrittenPair], list[WrittenPair]] = ([], [], [])
     for p in pairs:
-        at = _part(p.attribute)
+        at = _part(p.split_key)
         parts[0 if at < train else 1 if at < train + val else 2].append(p)
     return parts

@@ -58,3 +58,10 @@ def test_the_recipe_trains_on_written_pairs_and_scores_the_held_out_attributes(t
     # the train attributes joined the prototypes the head stores and serves with
     train_attributes = {p.attribute for p in split_by_attribute(read_written([path]), 0.5, 0.2)[0]}
     assert result.classifier.prototypes is not None and len(result.classifier.prototypes) == len(ATTRIBUTES) + len(train_attributes)
+
+
+def test_a_chat_pair_names_no_attribute_and_splits_by_its_earlier_turn(tmp_path: Path) -> None:
+    chat = [{"old": "I won't give up!", "new": f"Still not quitting, {n}!", "label": "duplicates", "kind": "restated-plan", "author": "F"} for n in ("Jo", "Mel")]
+    pairs = read_written([write(tmp_path, chat)])
+    assert {p.attribute for p in pairs} == {None} and {p.split_key for p in pairs} == {"turn: I won't give up!"}
+    assert sum(bool(part) for part in split_by_attribute(pairs, 0.5, 0.25)) == 1  # one earlier turn, one part
