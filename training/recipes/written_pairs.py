@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memsdk.policies.relations import Relation
+from memsdk.policies.relations import Relation, relation_text
 
 __all__ = ["WrittenPair", "read_written", "split_by_attribute", "DATA_DIR"]
 
@@ -45,7 +45,7 @@ class WrittenPair:
     @property
     def split_key(self) -> str:
         """What decides the part: the attribute, else (chat) the earlier turn."""
-        return self.attribute if self.attribute is not None else f"turn: {self.old}"
+        return self.attribute if self.attribute is not None else f"turn: {relation_text(self.old)}"
 
 
 def _part(key: str) -> float:
@@ -60,7 +60,8 @@ def read_written(paths: Sequence[str | Path]) -> list[WrittenPair]:
             if not line.strip():
                 continue
             row = json.loads(line)
-            speaker = _SPEAKERS[int(_part(row["old"] + row["new"]) * len(_SPEAKERS)) % len(_SPEAKERS)]
+            # one speaker per earlier statement: the pairs that share it are one user's
+            speaker = _SPEAKERS[int(_part(row["old"]) * len(_SPEAKERS)) % len(_SPEAKERS)]
             attribute = " ".join(str(row["attribute"]).lower().split()) if row.get("attribute") else None
             out.append(WrittenPair(f"{speaker}: {row['new']}", f"{speaker}: {row['old']}", Relation(row["label"]), attribute, str(row["author"]), str(row.get("kind", ""))))
     return out
