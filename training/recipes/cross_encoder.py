@@ -50,6 +50,7 @@ from memsdk.policies.relations import RELATIONS, PairClassifier
 from ..checkpoint import data_hash
 from .metrics import MetricsLog, plot_metrics
 from .pair_classifier import Pair, as_pair, cli_config, benchmark_pairs, chat_pairs, embed_pairs, evaluate, retire_scores, retire_threshold
+from .written_pairs import read_written, split_by_attribute
 
 __all__ = ["CrossEncoderConfig", "CrossTrainResult", "retire_threshold", "lora_arrays", "train_cross_encoder", "main"]
 
@@ -67,6 +68,8 @@ class CrossEncoderConfig(BaseModel):
     val_scenarios: int | None = Field(200, ge=1, description="Benchmark scenarios the val pairs come from.")
     chat_negatives: tuple[str, str] | None = Field(("conv-26", "conv-30"), description="LoCoMo conversations (train, val) whose turns join the pairs as 'unrelated'.")
     chat_related_k: int = Field(5, ge=1)
+    written_pairs: tuple[str, ...] = Field((), description="JSONL files of pairs written outside the generator (`written_pairs`): their train / val parts join the pairs.")
+    written_split: tuple[float, float] = Field((0.7, 0.15), description="The train and val shares of the written pairs' split keys (the pair recipe's split).")
     lora_r: int = Field(16, ge=1)
     lora_alpha: int = Field(32, ge=1)
     lora_dropout: float = Field(0.05, ge=0.0, lt=1.0)
@@ -139,6 +142,11 @@ def train_cross_encoder(cfg: CrossEncoderConfig, train: Iterable[Any] | None = N
             train_pairs += chat_pairs(cfg.chat_negatives[0], embedder, cfg.chat_related_k)
         if val is None and cfg.chat_negatives is not None:
             val_pairs += chat_pairs(cfg.chat_negatives[1], embedder, cfg.chat_related_k)
+        written_train, written_val, _ = split_by_attribute(read_written(cfg.written_pairs), *cfg.written_split)
+        if train is None:
+            train_pairs += [as_pair((w.new, w.old, w.label)) for w in written_train]
+        if val is None:
+            val_pairs += [as_pair((w.new, w.old, w.label)) for w in written_val]
         if cfg.max_train_pairs is not None and len(train_pairs) > cfg.max_train_pairs:
             train_pairs = random.Random(cfg.seed).sample(train_pairs, cfg.max_train_pairs)
         if not train_pairs or not val_pairs:
