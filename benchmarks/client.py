@@ -190,6 +190,11 @@ def preloaded(size: int, dim: int, background: list[str], workdir: Path) -> Path
     return folder
 
 
+#: --stage-policies beside "default" and "heuristic": the default with its manager's pair head
+#: alone (no cross-encoder), what the default's cost is weighed against
+STAGE_POLICIES: dict[str, Any] = {"pairs-head": {"extractor": "heuristic", "manager": "pairs-head", "answerer": "heuristic"}}
+
+
 @contextmanager
 def stage_client(policies: str, size: int, embedder: Embedder, template: Path) -> Iterator[MemoryClient]:
     """A client on a copy of ``template`` (``size`` memories in `SCOPE`), warmed up in a scope
@@ -198,7 +203,7 @@ def stage_client(policies: str, size: int, embedder: Embedder, template: Path) -
     leave out what a policy embeds itself (the default manager), the clock counts every call
     into the model."""
     data_dir = shutil.copytree(template, template.with_name(f"{policies}-{size}"))
-    chosen = {} if policies == "default" else {"policies": policies}
+    chosen = {} if policies == "default" else {"policies": STAGE_POLICIES.get(policies, policies)}
     try:
         with MemoryClient(ClientConfig.from_env(data_dir=data_dir, **chosen), embedder=embedder) as client:
             warm = Scope(user_id="warm-up", run_id="warm-up")
@@ -293,7 +298,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000], help="stages: memories preloaded in the one scope")
     parser.add_argument("--stage-turns", type=int, default=50, help="stages: turns ingested, one per call")
     parser.add_argument("--stage-questions", type=int, default=30, help="stages: questions retrieved for")
-    parser.add_argument("--stage-policies", nargs="+", choices=["heuristic", "default"], default=["heuristic", "default"], help="stages: 'default' is MemoryClient()'s")
+    parser.add_argument("--stage-policies", nargs="+", choices=["heuristic", "default", *STAGE_POLICIES], default=["heuristic", "default"], help="stages: 'default' is MemoryClient()'s")
     parser.add_argument("--alone", action="store_true", help="stages: also each row's calls with every vector remembered (no model call in the loop), divided by the same one embedding")
     parser.add_argument("--memories", type=int, default=10_000, help="calls: preloaded memories per speaker scope")
     parser.add_argument("--turns", type=int, default=40)

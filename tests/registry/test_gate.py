@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memsdk.errors import InvalidInput
-from memsdk.gate import GateConfig, SideResult, decide, paired_comparison
+from memsdk.gate import GateConfig, SideResult, decide, decide_pooled, paired_comparison
 
 
 def side(version: str, rewards: list[float], **guards: float) -> SideResult:
@@ -60,3 +60,37 @@ def test_a_guard_regression_fails_even_a_better_reward() -> None:
     ok = decide("answerer", side("new", [1.0] * 10, recall=0.80), side("old", [0.0] * 10, recall=0.81), on="t", config=GateConfig(tolerances={"recall": 0.02}))
     assert ok.passed and ok.guards[0].ok
     assert not decide("answerer", side("new", [1.0] * 10, recall=0.70), side("old", [0.0] * 10, recall=0.81), on="t").passed
+
+
+def test_a_pooled_gate_passes_a_win_on_one_source_and_ties_on_the_others() -> None:
+    # written pairs: 20 states, the candidate right on 10 more; scenarios: 10 ties
+    sides = {
+        "written": (side("new", [1.0] * 20), side("old", [1.0] * 10 + [0.0] * 10)),
+        "scenarios": (side("new", [1.0] * 10, false_deletion_rate=0.0), side("old", [1.0] * 10, false_deletion_rate=0.0)),
+    }
+    decision = decide_pooled("manager", sides, config=GateConfig(resamples=500))
+    assert decision.passed and decision.on == "pooled: written + scenarios"
+    assert decision.paired.n == 30 and decision.paired.mean_diff == pytest.approx(10 / 30)
+    assert [(c.source, c.ok) for c in decision.sources] == [("written", True), ("scenarios", True)]
+    assert [g.name for g in decision.guards] == ["scenarios/false_deletion_rate"]
+    assert "scenarios: +0.000 [+0.000, +0.000] n=10" in decision.summary()
+
+
+def test_a_source_worse_beyond_its_interval_fails_a_pooled_win() -> None:
+    # the pooled mean is up (+15 on written, -5 on scenarios), but every scenario loss is a loss
+    sides = {
+        "written": (side("new", [1.0] * 30), side("old", [1.0] * 15 + [0.0] * 15)),
+        "scenarios": (side("new", [0.0] * 5 + [1.0] * 5), side("old", [1.0] * 10)),
+    }
+    decision = decide_pooled("manager", sides, config=GateConfig(resamples=500))
+    assert decision.paired.ci_low > 0 and not decision.passed
+    assert [c.ok for c in decision.sources] == [True, False]
+    assert len(decision.reasons) == 1 and decision.reasons[0].startswith("scenarios is worse beyond its interval: -0.500 [")
+
+
+def test_a_guard_of_one_source_fails_the_pooled_gate() -> None:
+    sides = {"scenarios": (side("new", [1.0] * 10, false_deletion_rate=0.1), side("old", [0.0] * 10, false_deletion_rate=0.0))}
+    decision = decide_pooled("manager", sides, config=GateConfig(resamples=500))
+    assert not decision.passed and decision.reasons == ["scenarios: false_deletion_rate regressed from 0.000 to 0.100 (tolerance 0.000)"]
+    with pytest.raises(InvalidInput):
+        decide_pooled("manager", {})

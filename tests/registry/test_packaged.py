@@ -171,7 +171,7 @@ def test_auto_serves_the_measured_defaults_for_the_model(tmp_path: Path, package
     default = {"extractor": "heuristic", "manager": "rules", "answerer": "llm"}
     assert kinds(policy_set(tmp_path, packaged)) == default
     assert kinds(policy_set(tmp_path, packaged, model="/cache/SmolLM2-135M-Instruct")) == default
-    assert policy_set(tmp_path, packaged).version_label("manager") == "pairs-v5"
+    assert policy_set(tmp_path, packaged).version_label("manager") == "pairs-v6"
     bigger = policy_set(tmp_path, packaged, model="Qwen/Qwen2.5-7B-Instruct", llm_base_url="http://vllm:8000")
     assert set(kinds(bigger).values()) == {"llm"} and bigger.start_versions() == {}  # a bigger served model: every role an LLM
     assert set(kinds(policy_set(tmp_path, packaged, injected=True)).values()) == {"llm"}  # the caller's backend: its model is not known

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from memsdk.policies.cross_encoder import CrossEncoder, LoraSpec, MixedRelations, load_relations, pair_logits
+from memsdk.policies.cross_encoder import CrossEncoder, LoraSpec, MixedRelations, acting, load_relations, pair_logits
 from memsdk.policies.pair_manager import PairManager
-from memsdk.policies.relations import RELATIONS, PairClassifier
+from memsdk.policies.relations import RELATIONS, PairClassifier, Relation
 from memsdk.registry import PACKAGED_DIR
-from memsdk_training.recipes.cross_encoder import CrossEncoderConfig, lora_arrays, retire_threshold, train_cross_encoder
+from memsdk_training.recipes.cross_encoder import CrossEncoderConfig, cross_floor, lora_arrays, retire_threshold, train_cross_encoder
 
 from ...policies.conftest import memory
 from .test_pair_classifier import synthetic_pairs
@@ -54,6 +54,57 @@ def test_the_threshold_is_the_lowest_that_keeps_retirements_precise() -> None:
     assert retire_threshold(table, 0.99) == 0.7  # none reaches it: the strictest
 
 
+def _probs(**by_relation: float) -> np.ndarray:
+    row = np.zeros(len(RELATIONS))
+    for name, p in by_relation.items():
+        row[RELATIONS.index(Relation(name))] = p
+    row[RELATIONS.index(Relation.UNRELATED)] += 1.0 - row.sum()
+    return row
+
+
+def test_the_floor_is_the_largest_that_changes_no_decision() -> None:
+    # pair 0: the head says .04 retire, the cross-encoder .98: mixed .51 retires (act at .5).
+    # A floor of .05 skips the cross-encoder there and loses that retirement; .02 does not.
+    # pair 1: the head .01, the cross-encoder .6: mixed .305 acts on nothing either way.
+    head = np.stack([_probs(supersedes=0.04), _probs(duplicates=0.01)])
+    cross = np.stack([_probs(supersedes=0.98), _probs(duplicates=0.6)])
+    act_at = (0.5, 0.5, 0.5)
+    assert cross_floor(head, cross, 0.5, act_at, (0.0, 0.02, 0.05, 0.1)) == 0.02
+    assert cross_floor(head, cross, 0.5, act_at, (0.05, 0.1)) == 0.0  # none holds: read every pair
+    assert cross_floor(head[1:], cross[1:], 0.5, act_at, (0.0, 0.02, 0.05, 0.1)) == 0.1
+
+
+class CountingCross:
+    """A cross-encoder that says "supersedes" and counts the pairs it reads."""
+
+    def __init__(self) -> None:
+        self.read: list[tuple[str, str]] = []
+
+    def predict(self, new: list[str], old: list[str]) -> np.ndarray:
+        self.read += list(zip(new, old))
+        return np.stack([_probs(supersedes=1.0)] * len(new))
+
+
+def test_the_cross_encoder_reads_only_pairs_the_head_does_not_rule_out() -> None:
+    head = PairClassifier.load(HEAD)
+    new, old = [a for a, _ in PAIRS], [b for _, b in PAIRS]
+    from memsdk.embedding import SentenceTransformerEmbedder
+
+    vectors = SentenceTransformerEmbedder().embed([*new, *old])
+    u, v = vectors[: len(new)], vectors[len(new) :]
+    alone = head.predict_pairs(new, old, u, v)
+    acting_max = acting(alone).max(axis=1)
+    floor = float(np.sort(acting_max)[1])  # the smallest pair below it, the rest at or above
+    cross = CountingCross()
+    mixed = MixedRelations(head=head, cross=cross, mix=0.5, cross_from=floor).predict_pairs(new, old, u, v)  # type: ignore[arg-type]
+    read = acting_max >= floor
+    assert cross.read == [(n, o) for n, o, r in zip(new, old, read) if r] and 0 < len(cross.read) < len(new)
+    assert np.allclose(mixed[~read], alone[~read])  # the head's own probabilities where it rules the pair out
+    assert np.allclose(mixed[read], 0.5 * alone[read] + 0.5 * _probs(supersedes=1.0))
+    with pytest.raises(ValueError, match="cross_from"):
+        MixedRelations(head=head, cross=cross, cross_from=1.5)  # type: ignore[arg-type]
+
+
 def test_the_trainer_writes_a_mixed_model_that_loads_and_serves_as_a_manager(tmp_path: Path) -> None:
     cfg = CrossEncoderConfig(head=str(HEAD), epochs=2, batch_size=16, lr=2e-3, num_threads=1, progress=False, version="pairs-x0",
                              output_dir=str(tmp_path / "run"), package_dir=str(tmp_path / "manager" / "pairs-x0"))  # fmt: skip
@@ -65,6 +116,7 @@ def test_the_trainer_writes_a_mixed_model_that_loads_and_serves_as_a_manager(tmp
     assert np.allclose(loaded.cross.predict(new, old), result.model.cross.predict(new, old), atol=1e-6)
     manifest = json.loads((tmp_path / "manager" / "pairs-x0" / "manifest.json").read_text())
     assert manifest["eval_metrics"]["val_macro_f1"] == result.val["macro_f1"] and manifest["config"]["supersede_at"] == result.model.supersede_at
+    assert loaded.cross_from == result.model.cross_from in cfg.cross_from_candidates
     assert {"metrics.jsonl", "curves.png", "report.json", "model"} <= {p.name for p in (tmp_path / "run").iterdir()}
     assert (tmp_path / "manager" / "pairs-x0" / "cross.npz").stat().st_size < 4 * 2**20  # an adapter, not a copy of MiniLM
     # served: the manager takes the mix's threshold, and its decisions are ADDs (never a delete)
