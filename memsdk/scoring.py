@@ -20,7 +20,10 @@ import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-__all__ = ["normalize_answer", "answer_tokens", "exact_match", "token_f1", "bleu1", "evidence_ids", "evidence_recall"]
+__all__ = [
+    "normalize_answer", "answer_tokens", "exact_match", "token_f1", "bleu1", "evidence_ids", "evidence_recall",
+    "session_of", "session_recall", "chance_session_recall", "chance_recall",
+]  # fmt: skip
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -115,3 +118,45 @@ def evidence_recall(ranked_sources: Sequence[Iterable[str]], evidence: Iterable[
         return None
     seen = {turn for sources in ranked_sources[:k] for turn in sources}
     return len(gold & seen) / len(gold)
+
+
+def session_of(turn_id: str) -> str:
+    """The session a LoCoMo dialogue id belongs to: ``D3`` for ``D3:7``."""
+    return turn_id.split(":", 1)[0]
+
+
+def session_recall(ranked_sources: Sequence[Iterable[str]], evidence: Iterable[str], k: int) -> tuple[float | None, float | None]:
+    """(recall_any@k, recall_all@k) at the session level, the way LoCoMo results are reported
+    elsewhere: the sessions of the retrieved memories' source turns, each counted once in the
+    order first retrieved, the first ``k`` of them; any: 1 when an evidence session is among
+    them, all: 1 when every one is. (None, None) without evidence ids, as `evidence_recall`."""
+    gold = {session_of(t) for t in evidence_ids(evidence)}
+    if not gold:
+        return None, None
+    top: list[str] = []
+    for sources in ranked_sources:
+        for session in sorted({session_of(t) for t in sources}):
+            if session not in top:
+                top.append(session)
+        if len(top) >= k:
+            break
+    kept = set(top[:k])
+    return float(bool(gold & kept)), float(gold <= kept)
+
+
+def chance_session_recall(sessions: int, gold: int, k: int) -> tuple[float, float]:
+    """The expected (recall_any@k, recall_all@k) of the ``sessions`` ranked at random, ``gold``
+    of them evidence: hypergeometric, P(no evidence session among k) and P(all among k)."""
+    if not 0 < gold <= sessions:
+        raise ValueError(f"need 0 < gold <= sessions, got gold={gold}, sessions={sessions}")
+    k = min(k, sessions)
+    total = math.comb(sessions, k)
+    return 1.0 - math.comb(sessions - gold, k) / total, (math.comb(sessions - gold, k - gold) / total if k >= gold else 0.0)
+
+
+def chance_recall(turns: int, k: int) -> float:
+    """The expected turn-level recall@k of the ``turns`` ranked at random: each evidence turn is
+    in the first k with probability k / turns."""
+    if turns < 1:
+        raise ValueError(f"need at least one turn, got {turns}")
+    return min(k, turns) / turns

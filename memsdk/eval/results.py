@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -41,6 +41,11 @@ class QuestionResult(BaseModel):
     judge: Label | None = Field(None, description="The judge's label; None when no judge ran or its reply named neither.")
     judge_reply: str | None = None
     recall: dict[int, float | None] = Field(default_factory=dict, description="Evidence recall@k; None when the question has no evidence ids.")
+    session_recall_any: dict[int, float | None] = Field(default_factory=dict, description="1 when an evidence session is among the first k sessions retrieved.")
+    session_recall_all: dict[int, float | None] = Field(default_factory=dict, description="1 when every evidence session is among the first k sessions retrieved.")
+    chance: dict[str, dict[int, float | None]] = Field(
+        default_factory=dict, description="Per metric ('recall', 'session_recall_any', 'session_recall_all'), its expected value with the conversation ranked at random."
+    )
     latency_s: float
     llm_calls: int = 0
     prompt_tokens: int = 0
@@ -103,6 +108,9 @@ class Scores(BaseModel):
     j: float | None = Field(None, description="Share judged CORRECT among judged questions.")
     judged: int = 0
     recall: dict[int, float | None] = Field(default_factory=dict, description="Mean recall@k over questions with evidence.")
+    session_recall_any: dict[int, float | None] = Field(default_factory=dict, description="Mean session recall_any@k over questions with evidence.")
+    session_recall_all: dict[int, float | None] = Field(default_factory=dict, description="Mean session recall_all@k over questions with evidence.")
+    chance: dict[str, dict[int, float | None]] = Field(default_factory=dict, description="The same means with the conversations ranked at random.")
 
 
 class CostSummary(BaseModel):
@@ -188,12 +196,19 @@ def _mean(values: Iterable[float]) -> float:
     return statistics.fmean(values) if values else 0.0
 
 
+def _means(per_question: Sequence[Mapping[int, float | None]]) -> dict[int, float | None]:
+    """Per k, the mean over the questions that have a value at k (None where none has)."""
+    ks = sorted({k for values in per_question for k in values})
+    return {k: (_mean(known) if (known := [v for values in per_question if (v := values.get(k)) is not None]) else None) for k in ks}
+
+
 def scores(questions: Sequence[QuestionResult], ks: Sequence[int]) -> Scores:
     judged = [q.judge for q in questions if q.judge is not None]
     recall: dict[int, float | None] = {}
     for k in ks:
         known = [r for q in questions if (r := q.recall.get(k)) is not None]
         recall[k] = _mean(known) if known else None
+    chance_metrics = sorted({m for q in questions for m in q.chance})
     return Scores(
         n=len(questions),
         f1=_mean(q.f1 for q in questions),
@@ -202,6 +217,9 @@ def scores(questions: Sequence[QuestionResult], ks: Sequence[int]) -> Scores:
         j=sum(label == "CORRECT" for label in judged) / len(judged) if judged else None,
         judged=len(judged),
         recall=recall,
+        session_recall_any=_means([q.session_recall_any for q in questions]),
+        session_recall_all=_means([q.session_recall_all for q in questions]),
+        chance={m: _means([q.chance.get(m, {}) for q in questions]) for m in chance_metrics},
     )
 
 

@@ -43,7 +43,7 @@ from memsdk.eval.config import EvalConfig
 from memsdk.eval.judge import Judge, label, unjudged
 from memsdk.eval.parallel import ordered_map
 from memsdk.eval.results import ConversationResult, IngestProgress, RunInfo, IngestStats, QuestionResult, RunReport, conversation_path, summarize, write_atomic
-from memsdk.scoring import bleu1, evidence_ids, evidence_recall, exact_match, token_f1
+from memsdk.scoring import bleu1, chance_recall, chance_session_recall, evidence_ids, evidence_recall, exact_match, session_of, session_recall, token_f1
 from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.registry import BASE_VERSION
 from memsdk.errors import InvalidInput
@@ -63,6 +63,18 @@ def render_turn(turn: Turn) -> str:
     """How a raw turn is stored and shown: the speaker, the session date, the text."""
     when = f" (on {turn.timestamp})" if turn.timestamp else ""
     return f"{turn.speaker}{when}: {turn.text}"
+
+
+@dataclass(frozen=True)
+class RankedSpace:
+    """What a random ranking of one conversation would draw from: its turns and sessions."""
+
+    turns: int
+    sessions: int
+
+    @classmethod
+    def of(cls, turns: Sequence[Turn]) -> RankedSpace:
+        return cls(turns=len(turns), sessions=len({session_of(t.turn_id) for t in turns if t.turn_id}))
 
 
 def speaker_scopes(conv: LocomoConversation) -> tuple[Scope, Scope]:
@@ -200,7 +212,8 @@ class Evaluator:
         try:
             build = self._store_raw if self.config.baseline == "raw-rag" else self._ingest
             ingest = build(client, conv, turns, counter)
-            ask = lambda qa: self._answer(client, counter, scopes, qa)  # noqa: E731
+            space = RankedSpace.of(turns)
+            ask = lambda qa: self._answer(client, counter, scopes, space, qa)  # noqa: E731
             answered = self._map(ask, questions, desc=f"{conv.sample_id} answer", unit="q")
             return ConversationResult(
                 sample_id=conv.sample_id, fingerprint=self.config.fingerprint(), turns=len(turns),
@@ -242,16 +255,29 @@ class Evaluator:
             latency.append(time.perf_counter() - start)
         return IngestStats(turns=len(turns), latency_s=latency, facts=len(turns), ops={"ADD": len(turns)})
 
-    def _answer(self, client: MemoryClient, counter: CountingBackend[LLMBackend] | None, scopes: Sequence[Scope], qa: LocomoQA) -> QuestionResult:
-        recall = self._recall(client, scopes, qa)
+    def _answer(self, client: MemoryClient, counter: CountingBackend[LLMBackend] | None, scopes: Sequence[Scope], space: RankedSpace, qa: LocomoQA) -> QuestionResult:
+        recall = self._recall(client, scopes, space, qa)
         before = _calls(counter)
         r = client.answer(qa.question, scope=list(scopes))
-        return self._score(qa, r.text, recall=recall, latency_s=r.latency_s, llm_calls=_calls(counter) - before, prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens)
+        return self._score(qa, r.text, **recall, latency_s=r.latency_s, llm_calls=_calls(counter) - before, prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens)
 
-    def _recall(self, client: MemoryClient, scopes: Sequence[Scope], qa: LocomoQA) -> dict[int, float | None]:
-        """Evidence recall@k of what the answer path retrieves, before any LLM runs."""
+    def _recall(self, client: MemoryClient, scopes: Sequence[Scope], space: RankedSpace, qa: LocomoQA) -> dict[str, Any]:
+        """Evidence recall of what the answer path retrieves, before any LLM runs: turn level at
+        ``recall_ks``, session level at ``session_ks``, and each one's chance value."""
         ranked = [h.record.source_turn_ids for h in client.retrieve(qa.question, scope=list(scopes))]
-        return {k: evidence_recall(ranked, qa.evidence, k) for k in self.config.recall_ks}
+        sessions = {k: session_recall(ranked, qa.evidence, k) for k in self.config.session_ks}
+        gold = len({session_of(t) for t in evidence_ids(qa.evidence)})
+        chance_sessions = {k: chance_session_recall(space.sessions, gold, k) for k in self.config.session_ks} if 0 < gold <= space.sessions else {}
+        return {
+            "recall": {k: evidence_recall(ranked, qa.evidence, k) for k in self.config.recall_ks},
+            "session_recall_any": {k: any_ for k, (any_, _) in sessions.items()},
+            "session_recall_all": {k: all_ for k, (_, all_) in sessions.items()},
+            "chance": {} if not gold else {
+                "recall": {k: chance_recall(space.turns, k) for k in self.config.recall_ks},
+                "session_recall_any": {k: any_ for k, (any_, _) in chance_sessions.items()},
+                "session_recall_all": {k: all_ for k, (_, all_) in chance_sessions.items()},
+            },
+        }  # fmt: skip
 
     # -- full-context answering -----------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from memsdk.eval.results import QuestionResult, percentile, scores
-from memsdk.scoring import bleu1, evidence_ids, evidence_recall, exact_match, token_f1
+from memsdk.scoring import bleu1, chance_recall, chance_session_recall, evidence_ids, evidence_recall, exact_match, session_of, session_recall, token_f1
 
 
 def test_the_trainer_rewards_are_this_implementation():
@@ -64,3 +64,36 @@ def _q(f1: float, judge, recall) -> QuestionResult:
 def test_scores_count_j_over_judged_and_recall_over_questions_with_evidence():
     s = scores([_q(1.0, "CORRECT", {10: 1.0}), _q(0.5, "WRONG", {10: None}), _q(0.0, None, {10: 0.0})], ks=(10,))
     assert (s.n, s.f1, s.judged, s.j, s.recall) == (3, 0.5, 2, 0.5, {10: 0.5})
+
+
+def test_scores_average_session_recall_and_its_chance_over_questions_with_evidence():
+    with_sessions = [
+        _q(1.0, None, {10: 1.0}).model_copy(update={"session_recall_any": {1: 1.0}, "session_recall_all": {1: 0.0}, "chance": {"session_recall_any": {1: 0.25}}}),
+        _q(0.0, None, {10: 0.0}).model_copy(update={"session_recall_any": {1: 0.0}, "session_recall_all": {1: 0.0}, "chance": {"session_recall_any": {1: 0.75}}}),
+        _q(0.0, None, {10: None}).model_copy(update={"session_recall_any": {1: None}}),
+    ]
+    s = scores(with_sessions, ks=(10,))
+    assert (s.session_recall_any, s.session_recall_all, s.chance) == ({1: 0.5}, {1: 0.0}, {"session_recall_any": {1: 0.5}})
+
+
+def test_session_recall_counts_each_session_once_in_the_order_first_retrieved() -> None:
+    # ranked memories' sources -> sessions in order: D1, D2 (D1 again is not new), D3, D4
+    ranked = [("D1:3",), ("D2:1", "D1:4"), ("D1:9",), ("D3:2",), (), ("D4:1",)]
+    assert session_recall(ranked, ["D2:5", "D4:1"], 1) == (0.0, 0.0)
+    assert session_recall(ranked, ["D2:5", "D4:1"], 2) == (1.0, 0.0)  # D2 among {D1, D2}; D4 is not
+    assert session_recall(ranked, ["D2:5", "D4:1"], 4) == (1.0, 1.0)
+    assert session_recall(ranked, ["D8:6; D3:17"], 3) == (1.0, 0.0)  # two ids in one evidence entry
+    assert session_recall(ranked, [], 5) == (None, None)
+    assert session_of("D12:7") == "D12"
+
+
+def test_chance_recall_by_hand() -> None:
+    # 4 sessions, 1 evidence session, k=2: any = 1 - C(3,2)/C(4,2) = 1 - 3/6; all = the same
+    assert chance_session_recall(4, 1, 2) == pytest.approx((0.5, 0.5))
+    # 4 sessions, 2 evidence, k=2: any = 1 - C(2,2)/C(4,2) = 5/6; all = C(2,0)/C(4,2) = 1/6
+    assert chance_session_recall(4, 2, 2) == pytest.approx((5 / 6, 1 / 6))
+    assert chance_session_recall(4, 3, 2)[1] == 0.0  # fewer than the evidence sessions: never all
+    assert chance_session_recall(4, 2, 10) == (1.0, 1.0)  # k past the sessions: every one
+    assert chance_recall(200, 10) == 0.05 and chance_recall(5, 10) == 1.0
+    with pytest.raises(ValueError):
+        chance_session_recall(3, 0, 1)
