@@ -57,6 +57,7 @@ def markdown(report: RunReport) -> str:
         f"| memories per conversation | {', '.join(f'{k}: {v}' for k, v in c.memories.items())} |",
         f"| facts extracted | {c.facts} |",
         f"| ops by type | {', '.join(f'{k} {v}' for k, v in c.ops.items()) or '-'} |",
+        f"| facts retired, each with its successor in conversations/*.json | {sum(len(cv.retirements) for cv in report.conversations)} |",
         f"| parse failures / LLM policy calls | {c.parse_failures} / {c.policy_calls} ({_num(c.parse_failure_rate)}) |",
     ]
     lines += [f"| skipped {cid} | {why} |" for cid, why in s.skipped.items()]

@@ -85,6 +85,16 @@ class IngestProgress(BaseModel):
     policy_stats: dict[str, dict[str, int]]
 
 
+class Retirement(BaseModel):
+    """A semantic memory the manager took out of the current view, and the one that did it:
+    what a person reads to judge whether the retirement was right."""
+
+    model_config = ConfigDict(frozen=True)
+
+    retired: str
+    by: str | None = Field(description="The successor's text; None when it is no longer listed.")
+
+
 class ConversationResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -96,6 +106,7 @@ class ConversationResult(BaseModel):
     questions: list[QuestionResult]
     policy_stats: dict[str, dict[str, int]] = Field(default_factory=dict)
     skipped: str | None = Field(None, description="Why this conversation was not answered (full-context that does not fit).")
+    retirements: list[Retirement] = Field(default_factory=list, description="Every semantic memory retired by a successor, oldest first.")
     wall_s: float
     judged_by: list[JudgeRef] = Field(default_factory=list, description="The judges whose labels its questions carry, in the order they labelled.")
 

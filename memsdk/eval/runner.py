@@ -42,7 +42,7 @@ from memsdk.eval.backends import CountingBackend, open_backend, open_embedder
 from memsdk.eval.config import EvalConfig
 from memsdk.eval.judge import Judge, label, unjudged
 from memsdk.eval.parallel import ordered_map
-from memsdk.eval.results import ConversationResult, IngestProgress, RunInfo, IngestStats, QuestionResult, RunReport, conversation_path, summarize, write_atomic
+from memsdk.eval.results import ConversationResult, IngestProgress, IngestStats, QuestionResult, Retirement, RunInfo, RunReport, conversation_path, summarize, write_atomic
 from memsdk.scoring import bleu1, chance_recall, chance_session_recall, evidence_ids, evidence_recall, exact_match, session_of, session_recall, token_f1
 from memsdk.llm.base import LLMBackend, SamplingParams
 from memsdk.registry import BASE_VERSION
@@ -75,6 +75,13 @@ class RankedSpace:
     @classmethod
     def of(cls, turns: Sequence[Turn]) -> RankedSpace:
         return cls(turns=len(turns), sessions=len({session_of(t.turn_id) for t in turns if t.turn_id}))
+
+
+def retirements(client: MemoryClient, scopes: Sequence[Scope]) -> list[Retirement]:
+    """The semantic memories of ``scopes`` that a successor retired, each with its successor."""
+    records = [r for s in scopes for r in client.list(scope=s, tier="semantic")]
+    text = {r.id: r.text for r in records}
+    return [Retirement(retired=r.text, by=text.get(r.superseded_by)) for r in records if r.superseded_by is not None]
 
 
 def speaker_scopes(conv: LocomoConversation) -> tuple[Scope, Scope]:
@@ -218,7 +225,7 @@ class Evaluator:
             return ConversationResult(
                 sample_id=conv.sample_id, fingerprint=self.config.fingerprint(), turns=len(turns),
                 memories=sum(client.bank.count(s, tier="semantic") for s in scopes), ingest=ingest, questions=answered,
-                policy_stats=client.policy_stats, wall_s=time.perf_counter() - started,
+                policy_stats=client.policy_stats, retirements=retirements(client, scopes), wall_s=time.perf_counter() - started,
             )
         finally:
             client.close()

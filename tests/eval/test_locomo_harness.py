@@ -201,3 +201,17 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):
     assert main(["eval", "locomo", "--split", "test", "--embedder", "hash", "--conversations", "conv-30", "--out", str(tmp_path)]) == 2
     errors = capsys.readouterr().err.splitlines()
     assert errors[0].startswith("memsdk: error: config.answer_k") and "conv-30" in errors[1] and "test split" in errors[1]
+
+
+def test_a_run_lists_each_retired_fact_with_its_successor(tmp_path: Path) -> None:
+    from memsdk import MemoryClient
+    from memsdk.embedding import HashEmbedder
+    from memsdk.eval.runner import retirements
+    from memsdk.types import Op, Scope
+
+    scopes = [Scope(user_id="a", run_id="c"), Scope(user_id="b", run_id="c")]
+    with MemoryClient(data_dir=tmp_path, embedder=HashEmbedder(64), policies="heuristic") as client:
+        old = client.add("I live in Paris", scope=scopes[0])
+        client.add("I have a dog", scope=scopes[1])
+        client.bank.apply(scopes[0], [Op.add("We moved to Lyon", supersedes=(old.id,))])
+        assert [(r.retired, r.by) for r in retirements(client, scopes)] == [("I live in Paris", "We moved to Lyon")]
