@@ -26,6 +26,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memsdk.eval.results import RunInfo
+
 __all__ = [
     "GoneTiers", "ScenarioTurn", "ScenarioQuestion", "Scenario", "Isolation", "ScenarioFile",
     "CheckOutcome", "AnsweredQuestion", "ScenarioOutcome", "IsolationOutcome", "ClassRow", "ScenarioFileReport",
@@ -136,3 +138,5 @@ class ScenarioFileReport(_Frozen):
     scenarios: list[ScenarioOutcome]
     isolation: IsolationOutcome | None = None
     wall_s: float
+    run: RunInfo | None = Field(None, description="The command, commit and machine the report came from.")
+    started_at: datetime | None = None

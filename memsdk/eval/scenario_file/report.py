@@ -12,6 +12,7 @@ def markdown(report: ScenarioFileReport) -> str:
     lines = [
         f"## Scenarios {report.source}: {len(report.scenarios)} scenarios ({roles}; {report.wall_s:.0f} s)",
         "",
+        *([f"`{report.run.command}` at commit {report.run.commit or 'unknown'}, {report.run.machine}, {report.started_at:%Y-%m-%d}", ""] if report.run and report.started_at else []),
         "| class | k / n | rate |",
         "|---|---|---|",
         *(f"| {row.name} | {row.k} / {row.n} | {'-' if row.rate is None else f'{row.rate:.2f}'} |" for row in report.rows),

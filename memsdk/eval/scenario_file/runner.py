@@ -25,11 +25,11 @@ from memsdk.client import MemoryClient
 from memsdk.errors import InvalidInput
 from memsdk.eval.manage.results import ManageConfig
 from memsdk.eval.manage.runner import ManageRunner
-from memsdk.eval.results import write_atomic
+from memsdk.eval.results import RunInfo, write_atomic
 from memsdk.eval.scenario_file.judging import answer_contains, check_records, class_rows, scenario_class
 from memsdk.eval.scenario_file.models import AnsweredQuestion, Isolation, IsolationOutcome, Scenario, ScenarioFile, ScenarioFileReport, ScenarioOutcome
 from memsdk.eval.scenario_file.report import markdown
-from memsdk.types import Turn
+from memsdk.types import Turn, utcnow
 
 __all__ = ["load_scenarios", "ScenarioFileRunner"]
 
@@ -70,13 +70,13 @@ class ScenarioFileRunner:
         self.close()
 
     def run(self, file: ScenarioFile, *, source: str = "", only: Sequence[str] = ()) -> ScenarioFileReport:
-        started = time.perf_counter()
+        started, began = time.perf_counter(), utcnow()
         todo = [sc for sc in file.scenarios if not only or sc.id in only]
         outcomes = [self.scenario(sc) for sc in tqdm(todo, desc="scenarios", unit="scenario", disable=not self.progress)]
         isolation = self.isolation(file) if file.isolation is not None and not only else None
         report = ScenarioFileReport(
             source=source, policies=self._clients.served, rows=class_rows(outcomes, isolation), scenarios=outcomes, isolation=isolation,
-            wall_s=time.perf_counter() - started,
+            wall_s=time.perf_counter() - started, run=RunInfo.here(), started_at=began,
         )
         write_atomic(self.out_dir / "report.json", report.model_dump_json(indent=2))
         write_atomic(self.out_dir / "report.md", markdown(report))
