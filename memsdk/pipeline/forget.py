@@ -249,7 +249,9 @@ def supersede_ops(
     """The ops that retire the superseded content, or none and the reason.
 
     Forget: matching episodic turns are deleted, the request's own turn too (it repeats what
-    is to be forgotten); a fact or the core summary loses the clauses that state it, and is
+    is to be forgotten), unless only the trained head took the turn for a request and nothing
+    matched it: then nothing shows the head was right, and a turn of chat ("no worries, keep
+    going!") must not be lost on its word alone; a fact or the core summary loses the clauses that state it, and is
     deleted when none is left. Correct: matching episodic turns are retired, superseded by
     the correcting turn ``request`` (a turn is never rewritten, and deleting it would also
     lose what else it said: "the wedding is on the 3rd, in Lisbon" keeps Lisbon, marked as
@@ -268,7 +270,7 @@ def supersede_ops(
         found = _older(found)
     if len(found) > MAX_SUPERSEDED:
         return [], f"{type(intent).__name__.lower()} request matches {len(found)} memories, more than {MAX_SUPERSEDED}: too broad, nothing changed"
-    if isinstance(intent, Forget) and request is not None:
+    if isinstance(intent, Forget) and request is not None and (found or intent.literal):
         found.append(request)
     ops = []
     for r in found:

@@ -268,3 +268,16 @@ def test_typed_values_are_found_once_most_specific_first() -> None:
     assert typed_values("Meet at 12 Elm Road on 3 May at 5pm, or on the 9th; call 555-0101 or jo@x.org, 2 people") == [
         ("address", "12 Elm Road"), ("date", "3 May"), ("time", "5pm"), ("ordinal", "9th"), ("phone", "555-0101"), ("email", "jo@x.org"), ("number", "2"),
     ]
+
+
+def test_a_turn_only_the_trained_head_took_for_a_forget_is_kept_when_nothing_matches() -> None:
+    request = record("No worries, keep going, you've got this!", Tier.EPISODIC)
+    chat = record("Sam: I ran 10k this morning", Tier.EPISODIC)
+    head_only = Forget(request.text, literal=False)
+    assert supersede_ops(head_only, [chat], request=request) == ([], None)
+    # ... but a memory the relevance head judged about it goes, and the request with it
+    ops, _ = supersede_ops(head_only, [chat], request=request, about={chat.id})
+    assert {op.target for op in ops} == {chat.id, request.id}
+    # a request the rules read names what to forget: its turn goes even when nothing else matched
+    ops, _ = supersede_ops(Forget("my phone number"), [chat], request=request)
+    assert [(op.op, op.target) for op in ops] == [(OpType.DELETE, request.id)]
