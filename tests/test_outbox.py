@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 from memsdk.outbox import Outbox
@@ -59,6 +60,25 @@ def test_a_file_from_before_tickets_is_migrated_and_its_rows_replayed(tmp_path: 
         assert outbox.status(outbox.enqueue(BOB, [turn("new")])[0]) is not None
         assert outbox.flush(10)
     assert ingested == ["left over", "new"]
+
+
+def test_a_repeated_turn_id_gets_its_first_ticket_in_files_from_before_tickets_too(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, scope TEXT NOT NULL, turn TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT);"
+        "CREATE TABLE seen (scope_key TEXT NOT NULL, turn_id TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (scope_key, turn_id)) WITHOUT ROWID;"
+    )
+    db.execute("INSERT INTO pending (scope, turn) VALUES (?, ?)", (BOB.model_dump_json(exclude_none=True), turn("still waiting", "w").model_dump_json()))
+    db.executemany("INSERT INTO seen (scope_key, turn_id, at) VALUES (?, ?, ?)", [(BOB.key, "w", time.time()), (BOB.key, "i", time.time())])  # "i": ingested
+    db.commit()
+    db.close()
+    gate = threading.Event()
+    with Outbox(path, ingest=lambda s, t: gate.wait(10)) as outbox:
+        waiting, ingested, new, again = outbox.submit(BOB, [turn("still waiting", "w"), turn("ingested", "i"), turn("new", "n"), turn("new", "n")])
+        assert (waiting.new, ingested.new, new.new, again.new) == (False, False, True, False) and again.ticket == new.ticket
+        assert [outbox.status(q.ticket).state for q in (waiting, ingested, new)] == ["pending", "done", "pending"]  # type: ignore[union-attr]
+        gate.set()
 
 
 def test_the_row_a_dead_process_had_in_hand_is_checked_before_it_is_ingested_again(tmp_path: Path) -> None:

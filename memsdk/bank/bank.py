@@ -516,9 +516,11 @@ class MemoryBank:
             raise InvalidInput("limit", f"more than {limit} scopes hold memories; pass a higher limit")
         return [_scope_of_key(k) for k in sorted(keys)]
 
-    def count(self, scope: ScopeLike, *, include_deleted: bool = False, tier: Tier | str | None = None) -> int:
-        """How many memories ``scope`` holds (of ``tier``; deleted ones too with ``include_deleted``)."""
-        return self.transport.count(codec.memories(as_scope(scope), deleted=None if include_deleted else False, tier=as_tier(tier)))
+    def count(self, scope: ScopeLike, *, include_deleted: bool = False, tier: Tier | str | None = None, turn_id: str | None = None) -> int:
+        """How many memories ``scope`` holds (of ``tier``; deleted ones too with ``include_deleted``;
+        only those that came from the turn ``turn_id``, an indexed lookup)."""
+        turns = None if turn_id is None else frozenset({as_query(turn_id, "turn_id")})
+        return self.transport.count(codec.memories(as_scope(scope), deleted=None if include_deleted else False, tier=as_tier(tier), turn_ids=turns))
 
     def search(self, scope: ScopeLike, query: str, *, limit: int = 10, tier: Tier | str | None = None, hybrid: bool = False) -> builtins.list[ScoredMemory]:
         """The live memories nearest to ``query``. Dense: the score is a cosine similarity.

@@ -30,6 +30,7 @@ class _Conditions(TypedDict, total=False):
     tier: str | None
     content_hashes: frozenset[str] | None
     context_hashes: frozenset[str] | None
+    turn_ids: frozenset[str] | None
 
 
 def memories(scope: Scope, **conditions: Unpack[_Conditions]) -> Where:

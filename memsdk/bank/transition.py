@@ -54,7 +54,7 @@ from memsdk.types import (
     content_hash,
 )
 
-__all__ = ["BankLimits", "Change", "Transition", "plan", "plan_restore", "EPISODIC_WRITERS", "FORGETTERS"]
+__all__ = ["BankLimits", "Change", "Transition", "plan", "plan_restore", "check_limits", "EPISODIC_WRITERS", "FORGETTERS"]
 
 #: actor roles that may add an episodic turn, and that may delete one
 EPISODIC_WRITERS = frozenset({"ingest", "api"})
@@ -112,7 +112,9 @@ class Transition:
         return [c.before for c in self.changes if c.op is OpType.DELETE and c.changed and c.before is not None and c.before.tier is Tier.EPISODIC]
 
 
-def _check_limits(i: int, op: Op, limits: BankLimits) -> None:
+def check_limits(i: int, op: Op, limits: BankLimits) -> None:
+    """`InvalidInput` naming ``ops[i].<field>`` when ``op`` is over one of ``limits``' sizes
+    (what `plan` checks of every op; the client checks a turn's episodic record with it too)."""
     for name in ("text", "context"):
         if (value := getattr(op, name)) is not None and len(value) > limits.max_text_chars:
             raise InvalidInput(f"ops[{i}].{name}", f"is {len(value)} characters, the limit is {limits.max_text_chars}")
@@ -270,7 +272,7 @@ def plan(
     for i, op in enumerate(ops):
         if not isinstance(op, Op):
             raise InvalidInput(f"ops[{i}]", f"expected an Op, got {type(op).__name__}")
-        _check_limits(i, op, limits)
+        check_limits(i, op, limits)
     planner = _Planner(dict(state), scope, actor, now, seq, new_id, limits)
     handlers = {OpType.ADD: planner.add, OpType.UPDATE: planner.update, OpType.DELETE: planner.delete, OpType.NOOP: planner.noop, OpType.RETIRE: planner.retire}
     changes = []

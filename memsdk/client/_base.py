@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 from memsdk import gate
-from memsdk.bank import MemoryBank, as_memory_id, as_query, as_scope
+from memsdk.bank import BankSnapshot, MemoryBank, as_memory_id, as_query, as_scope
 from memsdk.client.reading import ReadPlan, as_source, plan_read
 from memsdk.client.results import AnswerResult, ForgetResult, IngestResult, ReadResult
 from memsdk.config import ClientConfig
@@ -44,8 +44,8 @@ from memsdk.llm.config import CircuitBreaker, Limits
 from memsdk.pipeline.context import RecentTurns
 from memsdk.pipeline.decisions import ActivePolicies, decided
 from memsdk.pipeline.forget_request import forget_steps
-from memsdk.pipeline.ingest import IngestOutcome, applied_ops, ingest_steps, write_steps
-from memsdk.pipeline.retrieval import AnswerOutcome
+from memsdk.pipeline.ingest import IngestOutcome, applied_ops, check_turn, ingest_steps, write_steps
+from memsdk.pipeline.retrieval import AnswerOutcome, answer_steps
 from memsdk.policies.pair_manager import PairManager
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, PolicyRegistry, ROLES
 from memsdk.serving.policy_set import B, Backends, Endpoint, PolicyInfo, PolicySet, Switch, rules_manager
@@ -63,6 +63,11 @@ EMBED_AHEAD = 64
 
 ScopeLike = Scope | dict[str, Any]
 TurnLike = Turn | dict[str, Any]
+
+#: what `warm_up` runs through the pipelines, in a scope of a copy held in memory (no app's)
+WARM_UP_SCOPE = Scope(run_id=".warm-up")
+WARM_UP_TURN = Turn(speaker="Sam", text="I moved to Lisbon last spring and I work there as a nurse now.")
+WARM_UP_QUESTION = "Where does Sam live?"
 
 
 class TimedEmbedder(EmbedderWrapper):
@@ -182,6 +187,9 @@ class BaseClient(Generic[B]):
             self.bank = bank
         # what was injected stays the caller's: close() releases only what the client made
         self._owns_bank = bank is None
+        if self.config.tiers and self.config.max_turn_chars > self.bank.limits.max_text_chars:
+            self._release_bank()
+            raise InvalidInput("max_turn_chars", f"is {self.config.max_turn_chars}; a turn is kept verbatim as one episodic memory, and a memory holds at most {self.bank.limits.max_text_chars} characters")
         # a search embeds through the client's cache; a forget's deleted turns leave the context
         self._runner = Runner(self.bank, embedder=self._embedder, applied=self._recent.forget_deleted, threads=True)
         try:
@@ -241,6 +249,21 @@ class BaseClient(Generic[B]):
             return write_steps([turn], scope, active.writer, self.config.related_k, version=active.versions["writer"], context=context, forget=active.forget)
         return ingest_steps(turn, context, scope, active, self.config.related_k, episodic=self.config.tiers)
 
+    def _warm_up(self) -> tuple[Runner, Generator[Effect, Any, AnswerOutcome]]:
+        """`warm_up`'s runner and steps: `WARM_UP_TURN` ingested and a question about it
+        answered in an empty bank held in memory with the client's embedder and limits, so
+        the models a first call would load (the embedder, each policy's) load now, and
+        nothing reaches the store or the interaction log."""
+        active = self._policies.active()
+
+        def steps() -> Generator[Effect, Any, AnswerOutcome]:
+            yield from self._ingest_steps(WARM_UP_TURN, [], WARM_UP_SCOPE, active)
+            k = self._answer_k(active.answer_k)
+            return (yield from answer_steps(WARM_UP_QUESTION, [WARM_UP_SCOPE], active, k, tiers=self.config.tiers, hybrid=self.config.hybrid))
+
+        empty = MemoryBank.from_snapshot(BankSnapshot(WARM_UP_SCOPE, (), self.bank.embedder.dim), self.bank.embedder, limits=self.bank.limits)
+        return Runner(empty, embedder=self._embedder, threads=True), steps()
+
     # -- the release gate (shared by the twins: no I/O here) ------------------------------------
 
     @property
@@ -298,9 +321,7 @@ class BaseClient(Generic[B]):
                 turn = item if isinstance(item, Turn) else Turn.model_validate(item)
             except ValidationError as exc:
                 raise InvalidInput.from_pydantic(exc, field) from None
-            if len(turn.text) > self.config.max_turn_chars:
-                raise InvalidInput(f"{field}.text", f"is {len(turn.text)} characters, the limit is {self.config.max_turn_chars}")
-            out.append(turn)
+            out.append(check_turn(turn, field, self.config.max_turn_chars, self.bank.limits if self.config.tiers else None))
         return out
 
     @staticmethod

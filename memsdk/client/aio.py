@@ -124,6 +124,11 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
             outcome = await self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
             return await self._run(self._answer_result(question, scopes, active, outcome, started, timings), timings)
 
+    async def warm_up(self) -> None:
+        self._check_open()
+        runner, steps = self._warm_up()
+        await runner.arun(steps)
+
     async def feedback(self, trajectory_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
         self._check_open()
         await self._run(self._feedback(trajectory_id, correct, gold))

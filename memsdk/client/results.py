@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from memsdk.interactions.types import AppliedOp
 from memsdk.types import MemoryRecord
 
-__all__ = ["IngestResult", "AnswerResult", "ReadResult", "ForgetResult"]
+__all__ = ["IngestResult", "AnswerResult", "ReadResult", "ForgetResult", "TicketStatus", "AcceptedTurn"]
 
 
 class IngestResult(BaseModel):
@@ -79,3 +80,22 @@ class ForgetResult(BaseModel):
     memories: list[MemoryRecord] = Field(description="The memories it matched, as they were before the forget.")
     applied: bool = Field(description="False for a dry run, a refusal, or nothing matched.")
     refused: str | None = Field(None, description="Why nothing changed when it matched too many memories to be a specific request.")
+
+
+class TicketStatus(BaseModel):
+    """Where a turn an accepted ingest queued is (``GET /v1/ingest/accepted/{ticket}``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ticket: str
+    state: Literal["pending", "done", "dead"] = Field(description="pending: on the server's disk, not in the store yet; done: stored, once; dead: refused (error says why).")
+    error: str | None = Field(None, description="Why a dead turn was refused.")
+
+
+class AcceptedTurn(TicketStatus):
+    """A turn an accepted ingest (``POST /v1/ingest/accepted``) put on the server's disk: the
+    server stores it once, behind the reply. A turn's identity is its scope and ``turn_id``:
+    sent again, it is not queued again, and gets this same ticket (``repeat``)."""
+
+    turn_id: str = Field(description="The caller's turn_id, or the one the server or the remote client gave the turn.")
+    repeat: bool = Field(False, description="The scope had accepted this turn_id before: the ticket is that acceptance's, and the turn was not queued again.")

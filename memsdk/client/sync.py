@@ -131,6 +131,17 @@ class MemoryClient(BaseClient[LoRABackend]):
             outcome = self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
             return self._run(self._answer_result(question, scopes, active, outcome, started, timings), timings)
 
+    def warm_up(self) -> None:
+        """Load now what the first ingest and the first answer would load (the embedder, each
+        policy's model): one turn and one question go through the pipelines on an empty
+        bank held in memory, so nothing is stored or logged.
+        `memsdk serve` runs it before ``/readyz`` says ready; an app can call it before its
+        first request. A model that cannot load raises (`EmbedderError`); a policy whose
+        backend is down fails as it would in a call (`PolicyUnavailable`, or its fallback serves)."""
+        self._check_open()
+        runner, steps = self._warm_up()
+        runner.run(steps)
+
     def feedback(self, trajectory_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
         """Attach a reward signal to a logged answer (the trainer reads it back)."""
         self._check_open()

@@ -17,6 +17,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from memsdk.bank.transition import BankLimits
 from memsdk.config.roles import POLICY_ROLES, RolePolicies
 
 __all__ = ["ClientConfig", "default_data_dir"]
@@ -66,7 +67,12 @@ class ClientConfig(BaseModel):
         description="Memories shown to the answerer, split evenly across scopes. Not set: the k the serving answerer version's "
         "manifest serves it at (measured, else its training k; the packaged SmolLM2 adapter: 20), else 60.",
     )
-    max_turn_chars: int = Field(20_000, ge=1, description="Longer turns are rejected; the extractor sees the first 1,500.")
+    max_turn_chars: int = Field(
+        BankLimits().max_text_chars,
+        ge=1,
+        description="Longer turns are refused whole before anything is stored (InvalidInput naming turn.text). With tiers a turn is kept "
+        "verbatim as one episodic memory, so at most the bank's max_text_chars; the extractor sees the first 1,500.",
+    )
     context_turns: int = Field(2, ge=0, le=20)
     hybrid: bool = Field(True, description="Answer retrieval fuses dense (MiniLM) and BM25 rankings inside Qdrant; False: dense only.")
     tiers: bool = Field(True, description="Keep every turn verbatim in the episodic tier and answer from core + semantic + episodic; False: semantic facts only (the single-tier design, for comparison).")

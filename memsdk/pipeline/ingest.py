@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from memsdk.bank.transition import Transition
+from memsdk.bank.transition import BankLimits, Transition, check_limits
 from memsdk.dates import parse_when
 from memsdk.effects import Apply, Done, Effect, Lookup, R, Search, resume
 from memsdk.errors import Conflict, InvalidInput, MemoryNotFound, PolicyError
@@ -35,7 +35,7 @@ from memsdk.policies.writer import Writer, Written
 from memsdk.types import Actor, MemoryRecord, Op, OpType, Scope, ScoredMemory, Tier, Turn, shown_when, turn_header
 
 __all__ = [
-    "APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "IngestOutcome", "WriteOutcome", "ingest_steps", "write_steps", "episode_op", "episode_ops",
+    "APPLY_ATTEMPTS", "INGEST_ACTOR", "FORGET_ACTOR", "IngestOutcome", "WriteOutcome", "ingest_steps", "write_steps", "episode_op", "episode_ops", "check_turn",
     "related_steps", "core_steps", "applied_ops",
 ]  # fmt: skip
 
@@ -99,6 +99,28 @@ def episode_op(turn: Turn, previous: Turn | None = None) -> Op:
             context = previous.text
     header = turn_header(previous.speaker, shown_when(previous)) if context is not None and previous is not None else None
     return Op.add(turn.text, tier=Tier.EPISODIC, speaker=turn.speaker, occurred_at=when, source_turn_ids=turn_ids, metadata=raw, context=context, context_header=header)
+
+
+#: what a turn's fields become in its episodic record (`episode_op`): a refusal of the record
+#: names the turn's field the caller sent
+_TURN_FIELDS = {"text": "text", "metadata": "timestamp"}
+
+
+def check_turn(turn: Turn, field: str, max_chars: int, limits: BankLimits | None) -> Turn:
+    """``turn`` if the bank will keep it: its text at most ``max_chars`` (the client's
+    ``max_turn_chars``) and its episodic record within ``limits`` (None: no episodic tier), as
+    `MemoryBank.apply` checks them; else `InvalidInput` naming the caller's field (``turn.text``,
+    ``turns[3].timestamp``). Run before anything is written or queued, so that no turn is
+    refused after it was accepted."""
+    if len(turn.text) > max_chars:
+        raise InvalidInput(f"{field}.text", f"is {len(turn.text)} characters, the limit is {max_chars}")
+    if limits is None:
+        return turn
+    try:
+        check_limits(0, episode_op(turn), limits)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{field}.{_TURN_FIELDS.get(exc.field.removeprefix('ops[0].'), 'text')}", exc.reason) from None
+    return turn
 
 
 def episode_ops(chunk: Sequence[Turn], context: Sequence[Turn]) -> list[Op]:

@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memsdk.server.app import ServerLimits, create_app
+    from memsdk.server.app import create_app
+    from memsdk.server.limits import ServerLimits
     from memsdk.server.keys import Keyring, Tenant, hash_key
 
 __all__ = ["create_app", "ServerLimits", "Keyring", "Tenant", "hash_key"]
 
-_WHERE = {"create_app": "app", "ServerLimits": "app", "Keyring": "keys", "Tenant": "keys", "hash_key": "keys"}
+_WHERE = {"create_app": "app", "ServerLimits": "limits", "Keyring": "keys", "Tenant": "keys", "hash_key": "keys"}
 
 
 def __getattr__(name: str) -> Any:

@@ -9,6 +9,7 @@ import signal
 from typing import Any, NoReturn
 
 from memsdk.errors import InvalidInput
+from memsdk.server.limits import KEEP_ALIVE_S, MAX_HEADER_BYTES, ServerLimits
 
 __all__ = ["add_parser"]
 
@@ -18,7 +19,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--host", default=os.environ.get("MEMSDK_HOST", "127.0.0.1"), help="address to bind (default 127.0.0.1; 0.0.0.0 for every interface)")
     p.add_argument("--port", type=int, default=int(os.environ.get("MEMSDK_PORT", "8080")))
     p.add_argument("--keys-file", default=os.environ.get("MEMSDK_KEYS_FILE"), help="a keys file (hashed keys, tenants, admin flags); default: MEMSDK_API_KEYS='key=tenant,...'")
-    p.add_argument("--max-body-bytes", type=int, default=1 << 20)
+    p.add_argument("--max-body-bytes", type=int, default=ServerLimits().max_body_bytes, help="a larger body is refused with 413 (an import: 256 MiB)")
+    p.add_argument("--body-timeout-s", type=float, default=ServerLimits().body_idle_s, help="a request body that stops arriving for this long is answered 408 and its connection closed")
+    p.add_argument("--keep-alive-s", type=int, default=KEEP_ALIVE_S, help="an idle connection between requests is closed after this long")
+    p.add_argument("--max-header-bytes", type=int, default=MAX_HEADER_BYTES, help="a request line and headers larger than this are refused (400)")
     p.add_argument("--cors-origin", action="append", default=[], help="allow browser calls from this origin (repeatable; default: CORS off)")
     p.set_defaults(handler=serve)
     p = sub.add_parser("mcp", help="the memory tools over MCP on stdio, for an agent host (needs memsdk[server])")
@@ -52,7 +56,7 @@ def serve(args: argparse.Namespace, settings: dict[str, Any]) -> Any:
     except ImportError:
         raise InvalidInput("serve", "needs the server extra: pip install 'memsdk[server]'") from None
     from memsdk.client import MemoryClient
-    from memsdk.server import Keyring, ServerLimits, create_app
+    from memsdk.server import Keyring, create_app
 
     keys = Keyring.from_env(keys_file=args.keys_file)  # before the client: a server without keys starts nothing
     # uvicorn finishes the requests in flight on SIGINT / SIGTERM, then raises the signal
@@ -62,8 +66,15 @@ def serve(args: argparse.Namespace, settings: dict[str, Any]) -> Any:
         signal.signal(sig, _stop)
     try:
         with MemoryClient(**settings) as client:
-            app = create_app(client, keys, limits=ServerLimits(max_body_bytes=args.max_body_bytes), cors_origins=args.cors_origin)
-            uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+            limits = ServerLimits(max_body_bytes=args.max_body_bytes, body_idle_s=args.body_timeout_s)
+            app = create_app(client, keys, limits=limits, cors_origins=args.cors_origin)
+            # h11, not httptools where it is installed: the header limit is h11's. A request
+            # that stalls is the app's to time out (body_idle_s); uvicorn times out idle
+            # connections only, and a slow request line or headers only a reverse proxy does
+            uvicorn.run(
+                app, host=args.host, port=args.port, log_level="info", http="h11",
+                timeout_keep_alive=args.keep_alive_s, h11_max_incomplete_event_size=args.max_header_bytes,
+            )  # fmt: skip
     except _Stopped:
         pass
     return {"stopped": f"http://{args.host}:{args.port}"}

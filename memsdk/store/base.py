@@ -31,7 +31,7 @@ import numpy as np
 
 __all__ = [
     "Kind", "Where", "Sparse", "Point", "Hit", "StoreTransport", "VECTOR_NAME", "SPARSE_NAME", "HYBRID_RRF_K", "INDEXED_FIELDS", "HASH_FIELDS", "RUN_ID_FIELD",
-    "SCOPE_TIER_FIELD", "scope_tier_key", "split_scope_tier", "group_by_scope_tier", "prefetch_limit", "LEASE_TTL_S", "LEASE_WAIT_S", "LocalLeases", "hold",
+    "SCOPE_TIER_FIELD", "TURN_FIELD", "scope_tier_key", "split_scope_tier", "group_by_scope_tier", "prefetch_limit", "LEASE_TTL_S", "LEASE_WAIT_S", "LocalLeases", "hold",
 ]  # fmt: skip
 
 Kind = Literal["memory", "event"]
@@ -71,7 +71,11 @@ SCOPE_TIER_FIELD = "scope_tier"
 #: names its previous turn's `content_hash`): indexed, so the answer path finds a hit's
 #: neighbours (`MemoryBank.adjacent`) without a scan of the scope
 HASH_FIELDS = ("content_hash", "context_hash")
-INDEXED_FIELDS = ("scope_key", "kind", "state", "memory_id", "tier", RUN_ID_FIELD, SCOPE_TIER_FIELD, *HASH_FIELDS)
+#: the ids of the turns a memory came from (a list): indexed, so whether a scope holds a turn
+#: is a lookup by its identity (an accepted ingest replayed after a crash asks it), never a
+#: search by its text, which repeats ("ok", "thanks")
+TURN_FIELD = "source_turn_ids"
+INDEXED_FIELDS = ("scope_key", "kind", "state", "memory_id", "tier", RUN_ID_FIELD, SCOPE_TIER_FIELD, *HASH_FIELDS, TURN_FIELD)
 
 
 def scope_tier_key(scope_key: str, tier: str) -> str:
@@ -115,6 +119,8 @@ class Where:
     content_hashes: frozenset[str] | None = None
     #: records whose `context_hash` is one of these
     context_hashes: frozenset[str] | None = None
+    #: records that came from one of these turns (any of their `TURN_FIELD` ids)
+    turn_ids: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         # Defence in depth: the bank always passes a key; an empty one would match nothing in
@@ -151,6 +157,7 @@ class Where:
             and (self.scope_tier is None or payload.get(SCOPE_TIER_FIELD) == self.scope_tier)
             and (self.content_hashes is None or payload.get("content_hash") in self.content_hashes)
             and (self.context_hashes is None or payload.get("context_hash") in self.context_hashes)
+            and (self.turn_ids is None or not self.turn_ids.isdisjoint(payload.get(TURN_FIELD) or ()))
         )
 
 

@@ -23,7 +23,7 @@ from typing import Any, ParamSpec, TypeVar
 import numpy as np
 
 from memsdk.errors import StoreError, StoreLocked, StoreUnavailable
-from memsdk.store.base import HASH_FIELDS, INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, HYBRID_RRF_K, RUN_ID_FIELD, SCOPE_TIER_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where, group_by_scope_tier, hold, prefetch_limit
+from memsdk.store.base import HASH_FIELDS, INDEXED_FIELDS, LEASE_TTL_S, LEASE_WAIT_S, HYBRID_RRF_K, RUN_ID_FIELD, SCOPE_TIER_FIELD, SPARSE_NAME, TURN_FIELD, VECTOR_NAME, Hit, LocalLeases, Point, Sparse, Where, group_by_scope_tier, hold, prefetch_limit
 
 __all__ = ["QdrantClientTransport"]
 
@@ -139,6 +139,8 @@ class QdrantClientTransport:
         for field, values in zip(HASH_FIELDS, (where.content_hashes, where.context_hashes)):
             if values is not None:
                 must.append(m.FieldCondition(key=field, match=m.MatchAny(any=sorted(values))))
+        if where.turn_ids is not None:  # a list field: any of its ids matches
+            must.append(m.FieldCondition(key=TURN_FIELD, match=m.MatchAny(any=sorted(where.turn_ids))))
         return m.Filter(must=must)
 
     def upsert(self, points: Sequence[Point]) -> None:

@@ -107,6 +107,20 @@ def test_update_merges_metadata_and_source_turns(bank: MemoryBank, alice: Scope)
     assert rec.metadata == {"a": 1, "b": [2]}
 
 
+def test_count_by_turn_id_finds_the_records_of_one_turn_whatever_their_text(bank: MemoryBank, alice: Scope, bob: Scope) -> None:
+    """What a replayed accepted ingest asks: does the scope hold this turn? By its id, an
+    indexed lookup; texts repeat."""
+    ids = [c.after.id for c in bank.apply(alice, [Op.add("ok", tier="episodic", source_turn_ids=(f"ok-{i}",)) for i in range(3)]).changes]
+    bank.apply(alice, [Op.add("Says ok a lot", source_turn_ids=("ok-1", "ok-2"))])  # a fact of two turns
+    bank.apply(bob, [Op.add("ok", tier="episodic", source_turn_ids=("ok-9",))])
+    bank.apply(alice, [Op.delete(ids[0])], actor=Actor(role="api"))
+    assert [bank.count(alice, tier="episodic", turn_id=f"ok-{i}") for i in range(4)] == [0, 1, 1, 0]
+    assert bank.count(alice, tier="episodic", include_deleted=True, turn_id="ok-0") == 1  # a deleted turn is still the turn
+    assert bank.count(alice, turn_id="ok-2") == 2 and bank.count(alice, turn_id="ok-9") == 0 and bank.count(bob, turn_id="ok-9") == 1
+    with pytest.raises(InvalidInput):
+        bank.count(alice, turn_id="")
+
+
 def test_scope_is_a_hard_partition_for_every_read(bank: MemoryBank, alice: Scope, bob: Scope) -> None:
     (secret,) = add(bank, alice, "Alice's bank PIN is 4321")
     add(bank, bob, "Bob likes hiking")

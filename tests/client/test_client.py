@@ -152,7 +152,8 @@ def test_export_import_through_the_client(make_client, tmp_path) -> None:
         ({"speaker": "", "text": "hello there friend"}, "turn.speaker"),
         ({"text": "no speaker"}, "turn.speaker"),
         ({"speaker": "Caroline", "text": "x", "mood": "extra field"}, "turn.mood"),
-        ({"speaker": "Caroline", "text": "a" * 20_001}, "turn.text"),
+        ({"speaker": "Caroline", "text": "a" * 4_001}, "turn.text"),  # one over the bank's max_text_chars: refused at the door, not as ops[0].text
+        ({"speaker": "Caroline", "text": "a", "timestamp": "t" * 16_385}, "turn.timestamp"),  # its episodic record's metadata would be over the bank's limit
         ({"speaker": "Caroline", "text": "bad \udcff surrogate"}, "turn.text"),
     ],
 )
@@ -162,6 +163,14 @@ def test_malformed_turns_are_rejected_with_the_field(make_client, turn, field) -
         client.ingest(turn, scope=CAROLINE)
     assert err.value.field == field
     assert client.list(scope=CAROLINE) == [] and client.log.count() == 0
+
+
+def test_a_turn_limit_the_bank_cannot_hold_is_refused_when_the_client_is_made(make_client) -> None:
+    """A turn is kept verbatim as one episodic memory: one limit for a turn's text, the bank's."""
+    with pytest.raises(InvalidInput) as err:
+        make_client(max_turn_chars=4_001)
+    assert err.value.field == "max_turn_chars" and "4000" in err.value.reason
+    assert make_client(max_turn_chars=4_001, tiers=False).config.max_turn_chars == 4_001  # no turn is stored verbatim
 
 
 def test_a_bad_turn_in_a_batch_rejects_the_batch_before_any_work(make_client) -> None:

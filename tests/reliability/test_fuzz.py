@@ -611,7 +611,13 @@ def switch_first(case: Case, a: dict[str, Any]) -> None:
         case.world.client.use_policy(a["role"], version)
 
 
+def check_warm_up(case: Case, a: dict[str, Any], out: None) -> None:
+    """A warm-up runs the pipelines on a bank of its own: nothing reaches the store or the log."""
+    assert out is None and case.world.footprint() == case.before
+
+
 CLIENT_METHODS = [
+    Method("warm_up", {}, lambda c, a: c.warm_up(), check_warm_up, budget=5),
     Method(
         "add",
         {"text": TEXT, "scope": SCOPE, "metadata": METADATA, "tier": st.one_of(st.just(Tier.SEMANTIC), TIER)},

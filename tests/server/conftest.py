@@ -16,7 +16,7 @@ __all__ = ["KEYS", "REVOKED", "Served"]
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator:
-    """``serve(tenants=..., limits=..., telemetry=...)`` starts a server and returns a
+    """``serve(tenants=..., limits=..., telemetry=..., embedder=...)`` starts a server and returns a
     `Served`; every one is stopped after the test."""
     servers = Servers(tmp_path)
     yield servers.start

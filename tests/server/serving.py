@@ -49,13 +49,13 @@ class Servers:
     def __init__(self, root: Path) -> None:
         self.root, self.started = root, []
 
-    def start(self, tenants: dict[str, str] = KEYS, limits: Any = None, telemetry: Any = None) -> Served:
+    def start(self, tenants: dict[str, str] = KEYS, limits: Any = None, telemetry: Any = None, embedder: Any = None) -> Served:
         import uvicorn
 
         from memsdk.server import Keyring, ServerLimits, create_app
 
         n = len(self.started)
-        client = MemoryClient(data_dir=self.root / f"data-{n}", embedder=HashEmbedder(64), policies="heuristic", telemetry=telemetry)
+        client = MemoryClient(data_dir=self.root / f"data-{n}", embedder=embedder or HashEmbedder(64), policies="heuristic", telemetry=telemetry)
         keys = Keyring.from_file(keys_file(self.root / f"keys-{n}.json", tenants))
         app = create_app(client, keys, limits=limits or ServerLimits(), telemetry=telemetry)
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))

@@ -26,10 +26,20 @@ def memsdk(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "memsdk.cli", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def test_serve_starts_on_the_keys_in_the_environment_and_stops_on_sigterm(tmp_path: Path) -> None:
+def read_until_closed(sock: socket.socket) -> bytes:
+    """What the server sends until it closes the connection (a 30 s bound for a failure)."""
+    sock.settimeout(30)
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def test_serve_starts_on_the_keys_in_the_environment_cuts_off_stalled_connections_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "MEMSDK_API_KEYS": "k1=acme,k2=globex"}
-    proc = memsdk("--data-dir", str(tmp_path / "data"), "--policies", "heuristic", "serve", "--port", str(port), env=env)
+    flags = ("--body-timeout-s", "1", "--keep-alive-s", "1")
+    proc = memsdk("--data-dir", str(tmp_path / "data"), "--policies", "heuristic", "serve", "--port", str(port), *flags, env=env)
     try:
         url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
         while True:
@@ -49,6 +59,15 @@ def test_serve_starts_on_the_keys_in_the_environment_and_stops_on_sigterm(tmp_pa
             assert http.post("/v1/ingest", json=turn).status_code == 401
             assert len(http.get("/v1/memories", params={"user_id": "bob"}, headers={"Authorization": "Bearer k1"}).json()) == 2
             assert http.get("/v1/memories", params={"user_id": "bob"}, headers={"Authorization": "Bearer k2"}).json() == []
+        # a body promised and never sent: 408, and the connection is closed, not held
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"POST /v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"scope\":")
+            stalled = read_until_closed(sock)
+        assert stalled.startswith(b"HTTP/1.1 408") and b'"field":"body"' in stalled
+        # a connection left idle after its reply is closed after the keep-alive time
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_until_closed(sock).startswith(b"HTTP/1.1 200")
     finally:
         proc.send_signal(signal.SIGTERM)
         out = proc.communicate(timeout=60)[0]

@@ -255,7 +255,8 @@ def test_an_accepted_ingest_is_202_with_tickets_that_end_done_and_only_for_their
         r = a.post("/v1/ingest/accepted", json={"scope": BOB, "turns": [turn("I live in Boston", 1), turn("I work as a nurse", 2), turn("I live in Boston", 1)]})
         assert r.status_code == 202
         tickets = r.json()["tickets"]
-        assert len(tickets) == 2  # a turn_id the scope queued already is not queued again
+        # a turn_id the scope queued already is not queued again: it gets the first ticket
+        assert len(tickets) == 3 and tickets[2] == tickets[0] != tickets[1] and [t["repeat"] for t in r.json()["turns"]] == [False, False, True]
         deadline = time.monotonic() + 30
         while {a.get(f"/v1/ingest/accepted/{t}").json()["state"] for t in tickets} != {"done"}:
             assert time.monotonic() < deadline

@@ -112,7 +112,7 @@ def decode_point(data: Mapping[str, Any]) -> Point:
     return Point(data["id"], data["payload"], vector, sparse)
 
 
-_SETS = ("ids", "content_hashes", "context_hashes")
+_SETS = ("ids", "content_hashes", "context_hashes", "turn_ids")
 
 
 def encode_where(where: Where) -> dict[str, Any]:

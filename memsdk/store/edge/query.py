@@ -10,7 +10,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from memsdk.errors import StoreError
-from memsdk.store.base import HASH_FIELDS, HYBRID_RRF_K, SCOPE_TIER_FIELD, SPARSE_NAME, VECTOR_NAME, Hit, Point, Sparse, Where, prefetch_limit, split_scope_tier
+from memsdk.store.base import HASH_FIELDS, HYBRID_RRF_K, SCOPE_TIER_FIELD, SPARSE_NAME, TURN_FIELD, VECTOR_NAME, Hit, Point, Sparse, Where, prefetch_limit, split_scope_tier
 
 __all__ = ["engine_filter", "home_filter", "record_point", "engine_sparse", "engine_point", "search_shard"]
 
@@ -41,6 +41,8 @@ def engine_filter(where: Where, *, scoped: bool = True, elsewhere: Sequence[str]
     for field_name, values in zip(HASH_FIELDS, (where.content_hashes, where.context_hashes)):
         if values is not None:
             must.append(qe.FieldCondition(key=field_name, match=qe.MatchAny(sorted(values))))
+    if where.turn_ids is not None:  # a list field: any of its ids matches
+        must.append(qe.FieldCondition(key=TURN_FIELD, match=qe.MatchAny(sorted(where.turn_ids))))
     if elsewhere:
         return qe.Filter(must=must, must_not=[qe.FieldCondition(key="tier", match=qe.MatchAny(sorted(elsewhere)))])
     return qe.Filter(must=must)

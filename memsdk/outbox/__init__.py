@@ -3,6 +3,7 @@
     outbox = Outbox(path, ingest=lambda scope, turn: client.ingest(turn, scope=scope))
     outbox.put(scope, turns)      # on disk (fsync'd) when it returns; ingested later by a worker
     outbox.enqueue(scope, turns)  # the same, returning a ticket per turn queued
+    outbox.submit(scope, turns)   # the same, a Queued per turn given (a repeat: its first ticket)
     outbox.status(ticket)         # pending, done or dead (with the error)
     outbox.flush(timeout=5)       # wait until everything put so far has been ingested
     outbox.close(timeout=30)      # drain, then stop the worker; what is left stays on disk
@@ -29,12 +30,15 @@ blocks an agent for minutes: mem0 #4479, #2813) and never loses a turn:
 - **Poison rows go aside.** A turn the client rejects as invalid (`InvalidInput`: retrying
   cannot fix it) moves to a dead-letter table with the error (`dead_letters`), and is logged.
 - **Put once.** A turn with a ``turn_id`` is queued at most once per scope (remembered for
-  `SEEN_DAYS`): an agent that re-reads its history does not ingest it again.
+  `SEEN_DAYS`): an agent that re-reads its history does not ingest it again, and a caller
+  that retries gets the ticket of the first acceptance (`submit`).
 - **Applied once, with ``already``.** The row in hand when a process died, and a row being
   retried, may have reached the store already; ``already(scope, turn)`` is asked about
-  those before they are ingested again, and a True marks them done instead.
+  those before they are ingested again, and a True marks them done instead. It should
+  answer by the turn's identity (`memsdk serve` looks its ``turn_id`` up in the store).
 - **Tickets.** Each queued turn gets a ticket; `status` says whether it is pending, done
-  (remembered for `SEEN_DAYS`) or dead, and for which scope.
+  (remembered for `SEEN_DAYS`) or dead, and for which scope. The tables are in
+  `memsdk.outbox.schema`, which also migrates files of earlier versions.
 
 One `Outbox` per file: a second one, in this process or another, gets `StoreLocked`. Two
 workers on one file would ingest every turn twice.
@@ -43,7 +47,6 @@ workers on one file would ingest every turn twice.
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 import random
@@ -53,50 +56,19 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
-
-from memsdk.types import Scope, Turn
+from typing import Literal, NamedTuple
 
 from memsdk.errors import ClientClosed, InvalidInput, MemsdkError, StoreError, StoreLocked
+from memsdk.outbox.schema import SEEN_DAYS, forget_old_ids, migrate
+from memsdk.types import Scope, Turn
 
-__all__ = ["Outbox", "QueueFull", "DeadLetter", "Ticket", "SEEN_DAYS"]
+__all__ = ["Outbox", "QueueFull", "DeadLetter", "Ticket", "Queued", "SEEN_DAYS"]
 
 log = logging.getLogger("memsdk.outbox")
 
-#: how long a queued turn_id is remembered to refuse it a second time
-SEEN_DAYS = 30
 #: how long an idle worker waits after a put before it starts ingesting
 SETTLE_S = 0.02
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pending (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    scope TEXT NOT NULL,
-    turn TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT
-);
-CREATE TABLE IF NOT EXISTS seen (
-    scope_key TEXT NOT NULL,
-    turn_id TEXT NOT NULL,
-    at REAL NOT NULL,
-    PRIMARY KEY (scope_key, turn_id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS dead (
-    seq INTEGER PRIMARY KEY,
-    scope TEXT NOT NULL,
-    turn TEXT NOT NULL,
-    error TEXT NOT NULL,
-    at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS done (
-    ticket TEXT PRIMARY KEY,
-    scope_key TEXT NOT NULL,
-    at REAL NOT NULL
-) WITHOUT ROWID;
-"""
-#: tables that gained a ticket column after files were written without one
-_TICKETED = ("pending", "dead")
 
 
 class QueueFull(MemsdkError):
@@ -115,9 +87,17 @@ class QueueFull(MemsdkError):
 class Ticket(NamedTuple):
     """Where a queued turn is: ``pending``, ``done`` or ``dead`` (``error`` says why)."""
 
-    state: str
+    state: Literal["pending", "done", "dead"]
     scope_key: str
     error: str | None = None
+
+
+class Queued(NamedTuple):
+    """A turn handed to `Outbox.submit`: its ticket, and whether this call queued it (False:
+    the scope queued its ``turn_id`` before, and ``ticket`` is that first acceptance's)."""
+
+    ticket: str
+    new: bool
 
 
 class DeadLetter(NamedTuple):
@@ -185,11 +165,8 @@ class Outbox:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")  # a put survives power loss, not only a crash
-            self._db.executescript(_SCHEMA)
-            for table in _TICKETED:
-                if "ticket" not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
-                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN ticket TEXT")
-            self._forget_old_ids()
+            migrate(self._db)
+            forget_old_ids(self._db)
             self._pending: int = self._db.execute("SELECT COUNT(*) FROM pending").fetchone()[0]
             # the row a dead process may have had in hand: maybe in the store already
             self._suspect: int | None = self._db.execute("SELECT MIN(seq) FROM pending").fetchone()[0]
@@ -222,6 +199,12 @@ class Outbox:
 
     def enqueue(self, scope: Scope, turns: Sequence[Turn], *, timeout: float | None = None) -> list[str]:
         """`put`, returning the ticket of each turn queued (`status`)."""
+        return [q.ticket for q in self.submit(scope, turns, timeout=timeout) if q.new]
+
+    def submit(self, scope: Scope, turns: Sequence[Turn], *, timeout: float | None = None) -> list[Queued]:
+        """`put`, returning a `Queued` per turn given, in order: a turn whose ``turn_id`` the
+        scope queued before (in this call too) is not queued again, and gets the ticket of that
+        first acceptance, so a caller that retries can follow the turn."""
         wait_s = self.put_timeout_s if timeout is None else timeout
         if len(turns) > self.max_pending:
             raise QueueFull(self.max_pending, 0.0, len(turns))
@@ -234,36 +217,34 @@ class Outbox:
                     raise QueueFull(self.max_pending, wait_s, len(turns))
                 self._cond.wait(left)
                 self._check_open()
-            added = self._insert(scope, turns)
-            self._pending += len(added)
+            queued = self._insert(scope, turns)
+            self._pending += sum(q.new for q in queued)
             self._cond.notify_all()
-        return added
+        return queued
 
-    def _insert(self, scope: Scope, turns: Sequence[Turn]) -> list[str]:
-        scope_json, now, added = scope.model_dump_json(exclude_none=True), time.time(), []
+    def _insert(self, scope: Scope, turns: Sequence[Turn]) -> list[Queued]:
+        scope_json, now, queued = scope.model_dump_json(exclude_none=True), time.time(), []
         self._puts += 1
         if self._puts % 1000 == 0:  # a long-lived process keeps the table small too
-            self._forget_old_ids()
+            forget_old_ids(self._db)
         try:
             self._db.execute("BEGIN IMMEDIATE")
             for turn in turns:
-                if turn.turn_id is not None:
-                    seen = self._db.execute("INSERT OR IGNORE INTO seen (scope_key, turn_id, at) VALUES (?, ?, ?)", (scope.key, turn.turn_id, now))
-                    if seen.rowcount == 0:
-                        continue
                 ticket = uuid.uuid4().hex
+                if turn.turn_id is not None:
+                    seen = self._db.execute("INSERT OR IGNORE INTO seen (scope_key, turn_id, at, ticket) VALUES (?, ?, ?, ?)", (scope.key, turn.turn_id, now, ticket))
+                    if seen.rowcount == 0:
+                        first = self._db.execute("SELECT ticket FROM seen WHERE scope_key = ? AND turn_id = ?", (scope.key, turn.turn_id)).fetchone()
+                        queued.append(Queued(first[0], False))
+                        continue
                 self._db.execute("INSERT INTO pending (scope, turn, ticket) VALUES (?, ?, ?)", (scope_json, turn.model_dump_json(), ticket))
-                added.append(ticket)
+                queued.append(Queued(ticket, True))
             self._db.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             raise StoreError(f"cannot queue turns in the outbox {self.path}: {exc}") from exc
-        return added
-
-    def _forget_old_ids(self) -> None:
-        for table in ("seen", "done"):
-            self._db.execute(f"DELETE FROM {table} WHERE at < ?", (time.time() - SEEN_DAYS * 86400,))
+        return queued
 
     def _check_open(self) -> None:
         if self._closing:
