@@ -77,6 +77,7 @@ class CrossEncoderConfig(BaseModel):
     chat_related_k: int = Field(5, ge=1)
     written_pairs: tuple[str, ...] = Field((), description="JSONL files of pairs written outside the generator (`written_pairs`): their train / val parts join the pairs.")
     written_split: tuple[float, float] = Field((0.7, 0.15), description="The train and val shares of the written pairs' split keys (the pair recipe's split).")
+    written_repeat: int = Field(1, ge=1, description="Times each written train pair is seen per epoch: the generator's pairs outnumber them.")
     lora_r: int = Field(16, ge=1)
     lora_alpha: int = Field(32, ge=1)
     lora_dropout: float = Field(0.05, ge=0.0, lt=1.0)
@@ -132,7 +133,8 @@ def recipe_pairs(cfg: CrossEncoderConfig, split: Literal["train", "val"], embedd
     if cfg.chat_negatives is not None:
         pairs += chat_pairs(cfg.chat_negatives[part], embedder, cfg.chat_related_k)
     written = split_by_attribute(read_written(cfg.written_pairs), *cfg.written_split)[part]
-    return pairs + [as_pair((w.new, w.old, w.label)) for w in written]
+    repeat = cfg.written_repeat if split == "train" else 1
+    return pairs + [as_pair((w.new, w.old, w.label)) for w in written] * repeat
 
 
 def cross_floor(head: np.ndarray, cross: np.ndarray, mix: float, act_at: Sequence[float], candidates: Sequence[float]) -> float:

@@ -131,3 +131,18 @@ def test_a_folder_of_another_kind_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="neither a pair head"):
         load_relations(tmp_path)
     assert isinstance(load_relations(HEAD), PairClassifier)
+
+
+def test_written_train_pairs_are_repeated_and_val_pairs_are_not(tmp_path: Path) -> None:
+    from memsdk.embedding import HashEmbedder
+    from memsdk_training.recipes.cross_encoder import recipe_pairs
+
+    rows = [{"old": "I live in Oslo", "new": "We moved to Bergen", "label": "supersedes", "attribute": f"home city {i}", "author": "x"} for i in range(2)]
+    written = tmp_path / "written.jsonl"
+    written.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = {"train_scenarios": 2, "val_scenarios": 2, "chat_negatives": None, "written_pairs": (str(written),), "written_repeat": 3}
+    everything_trains = CrossEncoderConfig(**base, written_split=(1.0, 0.0))
+    bench = len(recipe_pairs(everything_trains.model_copy(update={"written_pairs": ()}), "train", HashEmbedder(16)))
+    assert len(recipe_pairs(everything_trains, "train", HashEmbedder(16))) == bench + 2 * 3
+    everything_validates = CrossEncoderConfig(**base, written_split=(0.0, 1.0))
+    assert sum(p.new.endswith("We moved to Bergen") for p in recipe_pairs(everything_validates, "val", HashEmbedder(16))) == 2
