@@ -46,6 +46,7 @@ from memsdk.pipeline.decisions import ActivePolicies, decided
 from memsdk.pipeline.forget_request import forget_steps
 from memsdk.pipeline.ingest import IngestOutcome, applied_ops, check_turn, ingest_steps, write_steps
 from memsdk.pipeline.retrieval import AnswerOutcome, answer_steps
+from memsdk.policies.answerer import ABSTAIN_TEXT, abstains
 from memsdk.policies.pair_manager import PairManager
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, PolicyRegistry, ROLES
 from memsdk.serving.policy_set import B, Backends, Endpoint, PolicyInfo, PolicySet, Switch, rules_manager
@@ -435,9 +436,11 @@ class BaseClient(Generic[B]):
                 latency_s=time.perf_counter() - started,
             )
         )
+        abstained = abstains(a.text)
         return AnswerResult(
             trajectory_id=trajectory.id,
-            text=a.text,
+            text=ABSTAIN_TEXT if abstained else a.text,
+            abstained=abstained,
             evidence=a.evidence,
             retrieved=len(outcome.shown),
             policy_versions=active.versions,

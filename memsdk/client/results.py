@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from memsdk.interactions.types import AppliedOp
+from memsdk.policies.answerer import ABSTAIN_TEXT
 from memsdk.types import MemoryRecord
 
 __all__ = ["IngestResult", "AnswerResult", "ReadResult", "ForgetResult", "TicketStatus", "AcceptedTurn"]
@@ -58,7 +59,8 @@ class AnswerResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     trajectory_id: uuid.UUID = Field(description="Pass to feedback() to attach a reward to this answer.")
-    text: str
+    text: str = Field(description=f"The answer; {ABSTAIN_TEXT!r} when it abstained.")
+    abstained: bool = Field(False, description="Memory held nothing that answers the question (or nothing at all): no answer was made up.")
     evidence: list[MemoryRecord] = Field(description="The memories the answerer said it relied on.")
     retrieved: int = Field(description="How many memories the answerer was shown.")
     policy_versions: dict[str, str]

@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     lo.add_argument("--manager", help="the manager role over the baseline's: heuristic, llm, or a trained policy without an LLM (pairs)")
     lo.add_argument("--answer-k", type=int, help="memories the answerer sees (default: the client's, the answerer version's training k, else 60)")
     lo.add_argument("--out", type=Path, help="output folder (default build/eval/<split>-<baseline>)")
-    lo.add_argument("--include-adversarial", action="store_true", default=None, help="also ask category 5")
+    lo.add_argument("--include-adversarial", action="store_true", default=None, help="also ask category 5, where abstaining is right: scored 1 for an abstention, 0 for an answer; abstention recall and precision reported")
     lo.add_argument("--judge-url", help="OpenAI-compatible server for the LLM judge J")
     lo.add_argument("--judge-model")
     lo.add_argument("--llm-base-url", help="OpenAI-compatible server for the policies (default: SmolLM2 in-process)")

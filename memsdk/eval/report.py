@@ -60,6 +60,12 @@ def markdown(report: RunReport) -> str:
         f"| facts retired, each with its successor in conversations/*.json | {sum(len(cv.retirements) for cv in report.conversations)} |",
         f"| parse failures / LLM policy calls | {c.parse_failures} / {c.policy_calls} ({_num(c.parse_failure_rate)}) |",
     ]
+    if s.abstention is not None and s.answerable is not None:
+        a = s.abstention
+        lines += [
+            f"| answerable questions (categories 1-4): F1 / BLEU-1 / EM | {_num(s.answerable.f1)} / {_num(s.answerable.bleu1)} / {_num(s.answerable.em)} |",
+            f"| category 5 abstained on: recall; abstentions on category 5: precision | {_num(a.recall)} ({a.abstained_on_adversarial} / {a.adversarial}); {_num(a.precision)} (of {a.abstained}) |",
+        ]
     lines += [f"| skipped {cid} | {why} |" for cid, why in s.skipped.items()]
     return "\n".join(lines + _session_table(report)) + "\n"
 

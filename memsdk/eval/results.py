@@ -22,7 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from memsdk.eval.config import EvalConfig
 
-__all__ = ["RunInfo", "QuestionResult", "IngestStats", "IngestProgress", "ConversationResult", "Scores", "CostSummary", "Summary", "RunReport", "JudgeRef", "summarize", "percentile", "conversation_path", "result_paths", "write_atomic"]
+__all__ = [
+    "RunInfo", "QuestionResult", "IngestStats", "IngestProgress", "ConversationResult", "Retirement", "Scores", "CostSummary", "Abstention", "Summary",
+    "RunReport", "JudgeRef", "ADVERSARIAL", "abstention", "summarize", "percentile", "conversation_path", "result_paths", "write_atomic",
+]  # fmt: skip
 
 Label = Literal["CORRECT", "WRONG"]
 
@@ -39,6 +42,7 @@ class QuestionResult(BaseModel):
     bleu1: float
     em: float
     judge: Label | None = Field(None, description="The judge's label; None when no judge ran or its reply named neither.")
+    abstained: bool = Field(False, description="The answer said memory does not hold it (`AnswerResult.abstained`); for category 5, the right reply.")
     judge_reply: str | None = None
     recall: dict[int, float | None] = Field(default_factory=dict, description="Evidence recall@k; None when the question has no evidence ids.")
     session_recall_any: dict[int, float | None] = Field(default_factory=dict, description="1 when an evidence session is among the first k sessions retrieved.")
@@ -144,9 +148,22 @@ class CostSummary(BaseModel):
     parse_failure_rate: float | None = Field(description="Parse failures / LLM policy calls (None with no LLM calls).")
 
 
+class Abstention(BaseModel):
+    """Category 5 (a question about one speaker only the other's turns answer, so the right
+    reply is that memory does not say): abstaining is right, answering the trap is wrong."""
+
+    adversarial: int = Field(description="Category 5 questions asked.")
+    abstained_on_adversarial: int
+    abstained: int = Field(description="Abstentions over every question asked.")
+    recall: float | None = Field(description="Category 5 questions abstained on, of those asked.")
+    precision: float | None = Field(description="Abstentions that were on category 5 questions.")
+
+
 class Summary(BaseModel):
     overall: Scores
     by_category: dict[str, Scores]
+    answerable: Scores | None = Field(None, description="Categories 1-4 alone (as `overall` is without --include-adversarial); set when category 5 was asked.")
+    abstention: Abstention | None = None
     cost: CostSummary
     skipped: dict[str, str] = Field(default_factory=dict)
 
@@ -266,13 +283,30 @@ def _cost(conversations: Sequence[ConversationResult]) -> CostSummary:
     )
 
 
+#: LoCoMo's category of questions memory cannot answer (`memsdk.datasets.locomo.CATEGORIES`)
+ADVERSARIAL = 5
+
+
+def abstention(questions: Sequence[QuestionResult]) -> Abstention:
+    adversarial = [q for q in questions if q.category == ADVERSARIAL]
+    right = sum(q.abstained for q in adversarial)
+    total = sum(q.abstained for q in questions)
+    return Abstention(
+        adversarial=len(adversarial), abstained_on_adversarial=right, abstained=total,
+        recall=right / len(adversarial) if adversarial else None, precision=right / total if total else None,
+    )  # fmt: skip
+
+
 def summarize(conversations: Sequence[ConversationResult], ks: Sequence[int]) -> Summary:
     answered = [c for c in conversations if c.skipped is None]
     questions = [q for c in answered for q in c.questions]
     names = sorted({(q.category, q.category_name) for q in questions})
+    adversarial = [q for q in questions if q.category == ADVERSARIAL]
     return Summary(
         overall=scores(questions, ks),
         by_category={name: scores([q for q in questions if q.category == cat], ks) for cat, name in names},
+        answerable=scores([q for q in questions if q.category != ADVERSARIAL], ks) if adversarial else None,
+        abstention=abstention(questions) if adversarial else None,
         cost=_cost(conversations),
         skipped={c.sample_id: c.skipped for c in conversations if c.skipped is not None},
     )

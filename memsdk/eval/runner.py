@@ -42,9 +42,10 @@ from memsdk.eval.backends import CountingBackend, open_backend, open_embedder
 from memsdk.eval.config import EvalConfig
 from memsdk.eval.judge import Judge, label, unjudged
 from memsdk.eval.parallel import ordered_map
-from memsdk.eval.results import ConversationResult, IngestProgress, IngestStats, QuestionResult, Retirement, RunInfo, RunReport, conversation_path, summarize, write_atomic
+from memsdk.eval.results import ADVERSARIAL, ConversationResult, IngestProgress, IngestStats, QuestionResult, Retirement, RunInfo, RunReport, conversation_path, summarize, write_atomic
 from memsdk.scoring import bleu1, chance_recall, chance_session_recall, evidence_ids, evidence_recall, exact_match, session_of, session_recall, token_f1
 from memsdk.llm.base import LLMBackend, SamplingParams
+from memsdk.policies.answerer import UNKNOWN, abstains
 from memsdk.registry import BASE_VERSION
 from memsdk.errors import InvalidInput
 from memsdk.types import Op, Scope, Turn
@@ -266,7 +267,10 @@ class Evaluator:
         recall = self._recall(client, scopes, space, qa)
         before = _calls(counter)
         r = client.answer(qa.question, scope=list(scopes))
-        return self._score(qa, r.text, **recall, latency_s=r.latency_s, llm_calls=_calls(counter) - before, prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens)
+        # an abstention is scored as the word the answerers write for it, as before it was one
+        text = UNKNOWN if r.abstained else r.text
+        measured = {"latency_s": r.latency_s, "llm_calls": _calls(counter) - before, "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens}
+        return self._score(qa, text, **recall, **measured, abstained=r.abstained)
 
     def _recall(self, client: MemoryClient, scopes: Sequence[Scope], space: RankedSpace, qa: LocomoQA) -> dict[str, Any]:
         """Evidence recall of what the answer path retrieves, before any LLM runs: turn level at
@@ -310,9 +314,16 @@ class Evaluator:
     # -- shared -----------------------------------------------------------------------------------
 
     def _score(self, qa: LocomoQA, prediction: str, **measured: Any) -> QuestionResult:
+        """F1, BLEU-1 and EM against the gold; a category 5 question scores 1 on each for an
+        abstention and 0 for any answer (its gold is the trap the other speaker's turns set)."""
+        if qa.category == ADVERSARIAL:
+            right = float(measured.get("abstained", abstains(prediction)))
+            f1 = bleu = em = right
+        else:
+            f1, bleu, em = token_f1(prediction, qa.answer), bleu1(prediction, qa.answer), exact_match(prediction, qa.answer)
         return QuestionResult(
             question=qa.question, gold=qa.answer, category=qa.category, category_name=qa.category_name, prediction=prediction,
-            f1=token_f1(prediction, qa.answer), bleu1=bleu1(prediction, qa.answer), em=exact_match(prediction, qa.answer), **measured,
+            f1=f1, bleu1=bleu, em=em, **measured,
         )
 
     def _map(self, fn: Callable[[LocomoQA], QuestionResult], questions: list[LocomoQA], *, desc: str, unit: str) -> list[QuestionResult]:

@@ -9,6 +9,7 @@ with its words that the question does not already contain. An answerer you write
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Protocol, runtime_checkable
@@ -26,9 +27,22 @@ from memsdk.policies.words import HEADER, STOPWORDS, split_words, word_key
 from memsdk.types import MemoryRecord, ScoredMemory
 from memsdk.policies.plugged import Plugged
 
-__all__ = ["Answer", "Answerer", "LLMAnswerer", "UNKNOWN", "AnswerOut", "ANSWER_ALIASES", "ExtractiveAnswerer", "AnswererRules", "PluggedAnswerer"]
+__all__ = [
+    "Answer", "Answerer", "LLMAnswerer", "UNKNOWN", "ABSTAIN_TEXT", "abstains", "AnswerOut", "ANSWER_ALIASES", "ExtractiveAnswerer", "AnswererRules",
+    "PluggedAnswerer",
+]  # fmt: skip
 
 UNKNOWN = "unknown"
+#: what the app is told when memory holds nothing that answers the question
+ABSTAIN_TEXT = "I don't have that in memory."
+#: the ways an answerer says so (lower case, no punctuation): what the policies here return
+#: and what an answer model prompted for "unknown" writes instead
+_ABSTENTIONS = frozenset({"unknown", "not mentioned", "no information", "i dont know", "i do not know", "not known", "not stated"})
+
+
+def abstains(text: str) -> bool:
+    """Whether ``text`` says that memory does not answer the question, rather than answering it."""
+    return " ".join(re.sub(r"[^\w\s]", "", text.lower()).split()) in _ABSTENTIONS
 MAX_QUESTION_CHARS = 500
 
 

@@ -97,3 +97,28 @@ def test_chance_recall_by_hand() -> None:
     assert chance_recall(200, 10) == 0.05 and chance_recall(5, 10) == 1.0
     with pytest.raises(ValueError):
         chance_session_recall(3, 0, 1)
+
+
+def test_category_5_is_right_when_abstained_and_abstention_is_scored_both_ways() -> None:
+    from memsdk.datasets.locomo import LocomoQA
+    from memsdk.eval import EvalConfig
+    from memsdk.eval.results import ConversationResult, IngestStats, summarize
+    from memsdk.eval.runner import Evaluator
+
+    score = Evaluator.__new__(Evaluator)._score  # a pure method: no run needed
+    trap = LocomoQA("What did Caroline paint for Melanie?", "a sunset", ("D2:3",), 5)
+    answerable = LocomoQA("Where did Melanie go?", "the beach", ("D1:1",), 4)
+    questions = [
+        score(trap, "unknown", abstained=True, latency_s=0.0),
+        score(trap, "a sunset", abstained=False, latency_s=0.0),  # the trap answered: wrong, whatever its F1
+        score(answerable, "the beach", abstained=False, latency_s=0.0),
+        score(answerable, "unknown", abstained=True, latency_s=0.0),  # an abstention where memory holds it
+    ]
+    assert [q.f1 for q in questions] == [1.0, 0.0, 1.0, 0.0]
+    conversation = ConversationResult(sample_id="c", fingerprint="f", turns=1, memories=0, ingest=IngestStats(), questions=questions, wall_s=0.0)
+    summary = summarize([conversation], EvalConfig().recall_ks)
+    assert summary.abstention is not None and summary.answerable is not None
+    # 1 of 2 category 5 questions abstained on; 1 of 2 abstentions was on category 5
+    assert (summary.abstention.recall, summary.abstention.precision) == (0.5, 0.5)
+    assert summary.answerable.n == 2 and summary.answerable.f1 == 0.5
+    assert summarize([conversation.model_copy(update={"questions": questions[2:]})], (10,)).abstention is None
