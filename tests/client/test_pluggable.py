@@ -11,6 +11,7 @@ import pytest
 from memsdk import AsyncMemoryClient, ClientConfig, InvalidInput, MemoryClient, PolicyError
 from memsdk.embedding import HashEmbedder
 from memsdk.config.roles import LLMSpec
+from memsdk.policies.answerer import ABSTAIN_TEXT
 from memsdk.types import Op, Tier
 
 from tests.policies.conftest import AsyncScripted, ScriptedBackend
@@ -245,7 +246,8 @@ def test_a_prompt_policy_is_served_logged_and_read_safely(tmp_path) -> None:
         bad = c.answer("Where did alice move?", scope=ALICE)
         calls = [t.calls[0] for t in c.log.read(kind="answer")]
         assert c.policy_stats["answerer"]["parse_failures"] == 1 and c.policies["answerer"].prompt == "custom: QuotedAnswerer"
-    assert (good.text, bad.text, good.prompt_tokens) == ("Lisbon", "unknown", 100)
+    # a reply that cannot be read answers nothing: an abstention, never a guess
+    assert (good.text, good.abstained, bad.text, bad.abstained, good.prompt_tokens) == ("Lisbon", False, ABSTAIN_TEXT, True, 100)
     assert "Lisbon" in backend.requests[0]["messages"][-1]["content"]
     assert calls[0]["parsed"] == {"answer": "Lisbon"} and "no quoted answer" in calls[1]["failure"]
 

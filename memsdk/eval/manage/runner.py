@@ -38,6 +38,7 @@ from memsdk.scoring import bleu1, exact_match, token_f1
 from memsdk.errors import InvalidInput
 from memsdk.eval.runner import _calls, _Tally
 from memsdk.llm.base import LLMBackend
+from memsdk.policies.answerer import UNKNOWN
 from memsdk.policies.pair_manager import PairManager
 from memsdk.policies.cross_encoder import load_relations
 from memsdk.config.roles import RolePolicies
@@ -186,11 +187,12 @@ class ManageRunner:
     def _ask(client: MemoryClient, counter: CountingBackend[LLMBackend] | None, sc: Scenario, q: Question) -> QuestionOutcome:
         before = _calls(counter)
         r = client.answer(q.text, scope=list(sc.scopes()))
+        text = UNKNOWN if r.abstained else r.text  # scored as the answerers' own word for it, as before it was one
         return QuestionOutcome(
-            question=q.text, gold=q.gold, category=KINDS.index(q.kind) + 1, category_name=f"{q.kind}-state", prediction=r.text,
-            f1=token_f1(r.text, q.gold), bleu1=bleu1(r.text, q.gold), em=exact_match(r.text, q.gold), latency_s=r.latency_s,
+            question=q.text, gold=q.gold, category=KINDS.index(q.kind) + 1, category_name=f"{q.kind}-state", prediction=text,
+            f1=token_f1(text, q.gold), bleu1=bleu1(text, q.gold), em=exact_match(text, q.gold), latency_s=r.latency_s,
             llm_calls=_calls(counter) - before, prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
-            kind=q.kind, event=q.event, correct=answer_correct(r.text, q.gold, q.excludes),
+            kind=q.kind, event=q.event, correct=answer_correct(text, q.gold, q.excludes),
         )
 
 
