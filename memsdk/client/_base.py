@@ -67,8 +67,10 @@ TurnLike = Turn | dict[str, Any]
 
 #: what `warm_up` runs through the pipelines, in a scope of a copy held in memory (no app's)
 WARM_UP_SCOPE = Scope(run_id=".warm-up")
-WARM_UP_TURN = Turn(speaker="Sam", text="I moved to Lisbon last spring and I work there as a nurse now.")
-WARM_UP_QUESTION = "Where does Sam live?"
+#: a first-person statement, so the extractor makes a fact and the manager reads it; its
+#: words are nobody's: the bank holding it is thrown away
+WARM_UP_TURN = Turn(speaker="Warmup", text="I keep the warm-up notes in the grey folder on my desk.")
+WARM_UP_QUESTION = "Where does Warmup keep the warm-up notes?"
 
 
 class TimedEmbedder(EmbedderWrapper):
