@@ -19,9 +19,10 @@
     memsdk train answerer|manager --from-log DATA_DIR   (retrain from judged traffic, promote if the gate passes;
                                         a ``memsdk.commands`` entry point of memsdk[training])
 
-Global settings (``--data-dir``, ``--qdrant-url``, ``--llm-base-url``, ``--model``,
-``--policies``, ``--policy ROLE=SPEC``) default to the ``MEMSDK_*`` environment. Output is JSON on stdout; errors
-are one line on stderr and exit status 2.
+The client's settings (``--data-dir``, ``--qdrant-url``, ``--llm-base-url``, ``--model``,
+``--policies``, ``--policy ROLE=SPEC``) go before or after the command and default to the
+``MEMSDK_*`` environment; ``memsdk --version`` prints the version. Output is JSON on stdout;
+errors are one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from memsdk._version import __version__
 from memsdk.errors import InvalidInput, MemsdkError
 
 __all__ = ["main"]
@@ -47,14 +49,49 @@ def _scope_args(p: argparse.ArgumentParser, *, multiple: bool = False) -> None:
     p.add_argument("--run", help="run_id")
 
 
+#: the client's settings, which every command takes before or after its name
+_SETTINGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--data-dir", {"type": Path}),
+    ("--qdrant-url", {}),
+    ("--llm-base-url", {}),
+    ("--model", {}),
+    ("--policies", {"choices": ["auto", "llm", "heuristic"]}),
+    ("--policy", {"action": "append", "metavar": "ROLE=SPEC", "help": "one role's policy: heuristic, llm, an installed policy's name or an LLM spec's JSON (repeatable)"}),
+)
+
+
+def _settings_args(p: argparse.ArgumentParser, depth: int = 0) -> None:
+    group = p.add_argument_group("client settings (before or after the command; default: the MEMSDK_* environment)")
+    for flag, options in _SETTINGS:
+        if depth:
+            # a subcommand's parser writes its defaults over what the parsers above it read:
+            # SUPPRESS keeps `memsdk --model M ask ...` intact, and each level appends its
+            # --policy to a list of its own (`_role_policies` joins them in order)
+            options = {**options, "default": argparse.SUPPRESS}
+            if options.get("action") == "append":
+                options["dest"] = f"policy_after_{depth}"
+        elif options.get("action") == "append":
+            options = {**options, "default": []}
+        try:
+            group.add_argument(flag, **options)
+        except argparse.ArgumentError:  # the command's own option of that name wins (eval's --model)
+            pass
+
+
+def _settings_after_commands(parser: argparse.ArgumentParser, depth: int = 1) -> None:
+    """The settings on every subcommand's parser too, at any depth and whichever package
+    added it, so that `memsdk serve --data-dir D` means `memsdk --data-dir D serve`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _settings_args(sub, depth)
+                _settings_after_commands(sub, depth + 1)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memsdk", description="Agent memory with trained, hot-swappable policies.")
-    parser.add_argument("--data-dir", type=Path)
-    parser.add_argument("--qdrant-url")
-    parser.add_argument("--llm-base-url")
-    parser.add_argument("--model")
-    parser.add_argument("--policies", choices=["auto", "llm", "heuristic"])
-    parser.add_argument("--policy", action="append", default=[], metavar="ROLE=SPEC", help="one role's policy: heuristic, llm, an installed policy's name or an LLM spec's JSON (repeatable)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _settings_args(parser)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("ingest", help="ingest turns from a JSON array or JSONL file")
@@ -105,6 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     add_eval_parser(sub)
     add_serve_parser(sub)
     _installed_commands(sub)
+    _settings_after_commands(parser)
     return parser
 
 
@@ -182,7 +220,7 @@ def _run(args: argparse.Namespace) -> Any:
         from memsdk.serving.plugins import installed
 
         return installed()
-    settings = {k: v for k, v in {"data_dir": args.data_dir, "qdrant_url": args.qdrant_url, "llm_base_url": args.llm_base_url, "model": args.model, "policies": _role_policies(args)}.items() if v}
+    settings = _client_settings(args)
     if handler := getattr(args, "handler", None):  # an installed command builds its own client
         return handler(args, settings)
     with MemoryClient(**settings) as client:
@@ -213,12 +251,20 @@ def _run(args: argparse.Namespace) -> Any:
     raise AssertionError(args.command)  # argparse only lets known commands through
 
 
+def _client_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``MemoryClient`` keywords the settings give (the ones not given: the environment's)."""
+    given = {"data_dir": args.data_dir, "qdrant_url": args.qdrant_url, "llm_base_url": args.llm_base_url, "model": args.model, "policies": _role_policies(args)}
+    return {k: v for k, v in given.items() if v}
+
+
 def _role_policies(args: argparse.Namespace) -> Any:
-    """``--policies`` with the ``--policy ROLE=SPEC`` options on top (None: the environment's)."""
-    if not args.policy:
+    """``--policies`` with the ``--policy ROLE=SPEC`` options on top (None: the environment's);
+    a later option for a role wins, after the command name too."""
+    items = [item for dest, given in sorted(vars(args).items()) if dest == "policy" or dest.startswith("policy_after_") for item in given]
+    if not items:
         return args.policies
     per_role: dict[str, str] = {}
-    for item in args.policy:
+    for item in items:
         role, sep, spec = item.partition("=")
         if not sep or not role.strip() or not spec.strip():
             raise InvalidInput("--policy", f"expected ROLE=SPEC, e.g. extractor=heuristic, got {item!r}")
