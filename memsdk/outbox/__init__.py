@@ -46,7 +46,6 @@ workers on one file would ingest every turn twice.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import random
@@ -57,6 +56,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
+
+from filelock import FileLock, Timeout
 
 from memsdk.errors import ClientClosed, InvalidInput, MemsdkError, StoreError, StoreLocked
 from memsdk.outbox.schema import SEEN_DAYS, forget_old_ids, migrate
@@ -115,21 +116,6 @@ def retry_delay(attempt: int, initial_s: float, max_s: float) -> float:
     return float(min(initial_s * 2.0 ** (attempt - 1), max_s) * (1 - 0.25 * random.random()))
 
 
-class _FileLock:
-    """An exclusive flock on ``PATH.lock`` for the life of the outbox."""
-
-    def __init__(self, path: Path) -> None:
-        self._fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._fd)
-            raise StoreLocked(f"the outbox {path} is open in another Outbox (this process or another); pass another outbox path") from None
-
-    def release(self) -> None:
-        os.close(self._fd)  # closing the descriptor releases the flock
-
-
 class Outbox:
     """Turns waiting to be ingested, on disk, and the worker thread that ingests them.
 
@@ -160,7 +146,13 @@ class Outbox:
         self.max_pending, self.put_timeout_s = max_pending, put_timeout_s
         self._ingest, self._already, self._retry = ingest, already, (retry_initial_s, retry_max_s)
         self._puts = 0
-        self._lock = _FileLock(self.path)
+        # not thread-local: the worker releases it when close() left it a turn in hand. No soft
+        # fallback: its marker file outlives a crash and would lock out the process that replays
+        self._lock = FileLock(f"{self.path}.lock", thread_local=False, fallback_to_soft=False)
+        try:
+            self._lock.acquire(blocking=False)
+        except Timeout:
+            raise StoreLocked(f"the outbox {self.path} is open in another Outbox (this process or another); pass another outbox path") from None
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")

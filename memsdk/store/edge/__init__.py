@@ -2,7 +2,7 @@
 
 Layout of the directory::
 
-    LOCK        flock()ed while open: one process (one client) per directory (`lock.DirLock`)
+    LOCK        locked while open (flock; LockFileEx on Windows): one process (one client) per directory (`lock.DirLock`)
     CURRENT     which shard folder holds what (`durability.Layout`), replaced atomically
     JOURNAL     a write that spans shards, while it is applied (`durability.Journal`)
     shard-N/    Qdrant edge shards (segments + WAL): one shared, one per large scope tier (`shards`)

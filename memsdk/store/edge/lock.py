@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from memsdk.errors import StoreLocked
 
@@ -12,26 +13,36 @@ __all__ = ["DirLock"]
 
 
 class DirLock:
-    """An exclusive flock on ROOT/LOCK, held for the life of the transport."""
+    """An exclusive lock on ROOT/LOCK (flock, or LockFileEx on Windows), held for the life of
+    the transport; the file names the holder's pid for the refusal another process gets."""
 
     def __init__(self, root: Path) -> None:
         self.path = root / "LOCK"
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # not thread-local: a client may be closed on another thread than the one that opened
+        # it. No soft fallback where a filesystem lacks flock: its marker file outlives a
+        # kill -9, and the store must reopen after one
+        self._lock = FileLock(self.path, thread_local=False, fallback_to_soft=False, on_acquired=_write_pid)
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(self._fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            os.close(self._fd)
+            self._lock.acquire(blocking=False)
+        except Timeout:
             raise StoreLocked(
-                f"the data directory {root} is already open (held by pid {holder}). "
+                f"the data directory {root} is already open (held by pid {_holder(self.path)}). "
                 "The embedded store allows one client per directory: close the other client, "
                 "use another data_dir, or point every process at a Qdrant server (qdrant_url=...)."
             ) from None
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, str(os.getpid()).encode(), 0)
 
     def release(self) -> None:
-        if self._fd >= 0:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = -1
+        self._lock.release()
+
+
+def _write_pid(fd: int) -> None:
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+
+
+def _holder(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            return f.read(64).decode(errors="replace").strip() or "unknown"
+    except OSError:  # Windows refuses reads of the byte the holder has locked
+        return "unknown"
