@@ -9,10 +9,10 @@ and the longest prefix that ends on a complete element, with its brackets closed
 dropped, not stored.
 
 Then the object is read field by field: when it does not validate as a whole, the
-schema's ``salvage`` (see `schemas.py`) keeps every field that is usable and drops or
-mends only the broken ones, each with a note in `Parsed.notes` that the policy counts and
-logs. Nothing is invented: an object with no usable field is still a failure, which the
-policies turn into a safe default and count.
+schema's ``salvage`` (its rules: `memsdk.policies.calling.schema`) keeps every field that
+is usable and drops or mends only the broken ones, each with a note in `Parsed.notes` that
+the policy counts and logs. Nothing is invented: an object with no usable field is still a
+failure, which the policies turn into a safe default and count.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import from_json
 
 __all__ = ["Parsed", "parse", "find_json_object", "close_truncated", "close_looping", "trim_loop"]
 
@@ -31,7 +32,6 @@ T = TypeVar("T", bound=BaseModel)
 
 #: longer replies are not parsed at all: no valid policy output is anywhere near this long
 MAX_PARSE_CHARS = 16_000
-_CLOSERS = {"{": "}", "[": "]"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,25 +91,24 @@ def close_truncated(text: str) -> str | None:
     start = text.find("{")
     if start == -1:
         return None
-    stack: list[str] = []
-    cuts: list[tuple[int, str]] = []  # (end index, closing brackets) at safe cut points
+    depth, cuts = 0, []  # where a complete element ends
     for i, ch in _structural(text, start):
         if ch in "{[":
-            stack.append(ch)
+            depth += 1
         elif ch in "}]":
-            if not stack:
+            if depth == 0:
                 break
-            stack.pop()
-            cuts.append((i + 1, "".join(_CLOSERS[b] for b in reversed(stack))))
+            depth -= 1
+            cuts.append(i + 1)
         elif ch == ",":
-            cuts.append((i, "".join(_CLOSERS[b] for b in reversed(stack))))
-    for end, closers in reversed(cuts):
-        candidate = text[start:end] + closers
+            cuts.append(i)
+    for end in reversed(cuts):
+        # pydantic-core closes the brackets left open. Cut first: on its own it would also
+        # keep a half-written element ({"op": "DELETE", "id": 1 of "id": 12, "text": ...})
         try:
-            json.loads(candidate)
-        except json.JSONDecodeError:
+            return json.dumps(from_json(text[start:end], allow_partial=True), ensure_ascii=False)
+        except ValueError:
             continue
-        return candidate
     return None
 
 
