@@ -12,14 +12,20 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["parse_when", "render_when", "render_timestamp", "render_day", "resolve_relative", "with_year"]
+__all__ = ["MONTH", "parse_when", "render_when", "render_timestamp", "render_day", "resolve_relative", "with_year"]
 
-_MONTHS = {m: i for i, m in enumerate("january february march april may june july august september october november december".split(), start=1)}
-_MONTHS |= {m[:3]: i for m, i in list(_MONTHS.items())}
+#: a month's name or abbreviation ("Sep", "Sept", "September"), for a pattern compiled with
+#: re.I: memsdk's one list of them (the dates here, personal data, a correction's values)
+MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_MONTHS = "jan feb mar apr may jun jul aug sep oct nov dec".split()
 # "1:56 pm on 8 May, 2023" / "8 May 2023" / "May 8, 2023", each part optional where LoCoMo omits it
 _CLOCK = r"(?:(?P<h>\d{1,2}):(?P<mi>\d{2})\s*(?P<ampm>am|pm)?\s*(?:on\s+)?)?"
-_DAY_MONTH = re.compile(_CLOCK + r"(?P<d>\d{1,2})\s+(?P<mo>[a-z]+)\.?,?\s+(?P<y>\d{4})$", re.I)
-_MONTH_DAY = re.compile(_CLOCK + r"(?P<mo>[a-z]+)\.?\s+(?P<d>\d{1,2}),?\s+(?P<y>\d{4})$", re.I)
+_DAY_MONTH = re.compile(_CLOCK + rf"(?P<d>\d{{1,2}})\s+(?P<mo>{MONTH})\.?,?\s+(?P<y>\d{{4}})$", re.I)
+_MONTH_DAY = re.compile(_CLOCK + rf"(?P<mo>{MONTH})\.?\s+(?P<d>\d{{1,2}}),?\s+(?P<y>\d{{4}})$", re.I)
+
+
+def _month_number(match: re.Match[str]) -> int:
+    return _MONTHS.index(match["mo"][:3].lower()) + 1
 
 
 def parse_when(value: datetime | str | None) -> datetime | None:
@@ -34,12 +40,12 @@ def parse_when(value: datetime | str | None) -> datetime | None:
     except ValueError:
         pass
     for pattern in (_DAY_MONTH, _MONTH_DAY):
-        if (m := pattern.match(text)) and (month := _MONTHS.get(m["mo"].lower())):
+        if m := pattern.match(text):
             hour = int(m["h"] or 0)
             if m["ampm"]:
                 hour = hour % 12 + (12 if m["ampm"].lower() == "pm" else 0)
             try:
-                return datetime(int(m["y"]), month, int(m["d"]), hour, int(m["mi"] or 0), tzinfo=UTC)
+                return datetime(int(m["y"]), _month_number(m), int(m["d"]), hour, int(m["mi"] or 0), tzinfo=UTC)
             except ValueError:  # 31 February, 25 o'clock
                 return None
     return None
@@ -149,8 +155,8 @@ def resolve_relative(text: str, when: datetime | None) -> str:
 _ORDINAL = r"(?:st|nd|rd|th)?"
 # "19 April", "19th of April", "the 19th of April", "April 19", "April 19th": a day without its year
 _BARE_DAY = [
-    re.compile(r"(?:on\s+)?(?:the\s+)?(?P<d>\d{1,2})" + _ORDINAL + r"\s+(?:of\s+)?(?P<mo>[a-z]+)\.?", re.I),
-    re.compile(r"(?:on\s+)?(?P<mo>[a-z]+)\.?\s+(?P<d>\d{1,2})" + _ORDINAL, re.I),
+    re.compile(r"(?:on\s+)?(?:the\s+)?(?P<d>\d{1,2})" + _ORDINAL + rf"\s+(?:of\s+)?(?P<mo>{MONTH})\.?", re.I),
+    re.compile(rf"(?:on\s+)?(?P<mo>{MONTH})\.?\s+(?P<d>\d{{1,2}})" + _ORDINAL, re.I),
 ]
 
 
@@ -168,9 +174,9 @@ def with_year(text: str, when: datetime) -> str | None:
     December 2025."""
     day_text = text.strip().rstrip(".")
     for pattern in _BARE_DAY:
-        if (m := pattern.fullmatch(day_text)) and (month := _MONTHS.get(m["mo"].lower())):
+        if m := pattern.fullmatch(day_text):
             said = parse_when(when) or when
-            days = [day for shift in (-1, 0, 1) if (day := _day(said.year + shift, month, int(m["d"])))]
+            days = [day for shift in (-1, 0, 1) if (day := _day(said.year + shift, _month_number(m), int(m["d"])))]
             if not days:  # 31 February
                 return None
             nearest = min(days, key=lambda day: abs(day - said))

@@ -17,6 +17,7 @@ MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday
         ("1:56 pm on 8 May, 2023", MAY_8),
         ("8 May, 2023", datetime(2023, 5, 8, tzinfo=UTC)),
         ("May 8, 2023", datetime(2023, 5, 8, tzinfo=UTC)),
+        ("Sept. 8, 2023", datetime(2023, 9, 8, tzinfo=UTC)),  # every spelling memsdk.dates.MONTH knows
         ("12:05 am on 1 Jan, 2024", datetime(2024, 1, 1, 0, 5, tzinfo=UTC)),
         ("2023-05-08T13:56:00", MAY_8),
         (datetime(2023, 5, 8, 13, 56), MAY_8),  # naive: taken as UTC

@@ -67,6 +67,8 @@ from collections.abc import Callable, Iterator
 from enum import StrEnum
 from typing import NamedTuple
 
+from memsdk.dates import MONTH
+
 __all__ = ["DataKind", "detect", "values", "kinds_named", "topic_terms", "states_topic"]
 
 
@@ -119,7 +121,7 @@ def _iban(value: str) -> bool:
 # "v2.0.1" never yield a digit run, while "ph:555-0134" and "email:sam@x.org" still do
 _START = r"(?<![\w+$£€#])(?<!\d[.,/:-])"
 _END = r"(?![\w%]|[.,/:-]\d)"
-_MONTH = r"(?i:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+_MONTH = rf"(?i:{MONTH})\.?"  # case-insensitive here only: the rules are not (a street name is capitalised)
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 _DATE = rf"\d{{4}}[-/.]\d{{1,2}}[-/.]\d{{1,2}}|\d{{1,2}}[-/.]\d{{1,2}}[-/.]\d{{2,4}}|{_DAY}(?: of)? {_MONTH}(?:,? \d{{4}})?|{_MONTH} {_DAY}(?!\d)(?:,? \d{{4}})?|{_MONTH},? \d{{4}}|\d{{1,2}}/\d{{1,2}}"
 _STREET = r"(?i:street|st|avenue|ave|road|rd|lane|ln|drive|dr|boulevard|blvd|way|court|ct|place|pl|terrace|close|crescent|cres|square|sq|parkway|pkwy|highway|hwy|gardens|grove|mews)\b\.?"
