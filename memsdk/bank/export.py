@@ -3,6 +3,10 @@
 The format keeps ids, timestamps, versions and history exactly, so export -> import ->
 export reproduces the file byte for byte. Vectors are not exported: they belong to the
 embedding model, and importing re-embeds with whatever model the target bank uses.
+
+Reading a file back (`read_export`) refuses one that does not parse or whose history does
+not explain its records; `prepare_import` then holds it to the bank's limits and the core
+tier's rule, and readies it for the scope it goes into.
 """
 
 from __future__ import annotations
@@ -10,17 +14,19 @@ from __future__ import annotations
 import io
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from pydantic import ValidationError
 
 from memsdk.bank.history import replay
+from memsdk.bank.transition import BankLimits
 from memsdk.errors import InvalidInput
-from memsdk.types import EventType, HistoryEvent, MemoryRecord, Scope, content_hash
+from memsdk.types import EventType, HistoryEvent, MemoryRecord, Scope, Tier, content_hash
 
-__all__ = ["export_scope", "read_export", "FORMAT"]
+__all__ = ["export_scope", "read_export", "prepare_import", "ImportBatch", "FORMAT"]
 
 FORMAT = "memsdk.export"
 VERSION = 1
@@ -146,3 +152,45 @@ def read_export(src: str | os.PathLike[str] | IO[str]) -> tuple[Scope, list[Memo
     scope, records, events = _parse(io.StringIO(text))
     check_consistent(records, events)
     return scope, records, events
+
+
+class ImportBatch(NamedTuple):
+    """An export's records and events, ready for the scope they go into."""
+
+    records: list[MemoryRecord]
+    events: list[HistoryEvent]
+    #: the ids of both, which must not exist in the store yet
+    ids: list[str]
+    #: whether the file holds a live core memory (then the target must hold none)
+    core: bool
+
+
+def prepare_import(records: list[MemoryRecord], events: list[HistoryEvent], source: Scope, target: Scope, limits: BankLimits) -> ImportBatch:
+    """An export of ``source`` (`read_export`) held to ``limits`` and the core tier's rule
+    (`InvalidInput`), and readied for ``target``: into the scope it came from, ids are kept
+    (an exact round trip); into another scope, every record and event gets a fresh id."""
+    for i, r in enumerate(records):
+        if r.scope != source:
+            raise InvalidInput(f"records[{i}].scope", "differs from the header's scope")
+        most = limits.max_core_chars if r.tier is Tier.CORE else limits.max_text_chars
+        if len(r.text) > most:
+            raise InvalidInput(f"records[{i}].text", f"is {len(r.text)} characters, the limit is {most}")
+    # the core tier's rule (one live core memory per scope), for the file and the target
+    cores = [r for r in records if r.tier is Tier.CORE and not r.deleted]
+    if len(cores) > 1:
+        raise InvalidInput("file", f"holds {len(cores)} live core memories; a scope has at most one")
+    ids = [str(r.id) for r in records] + [str(e.id) for e in events]
+    if len(set(ids)) != len(ids):
+        raise InvalidInput("file", "contains duplicate ids")
+    if target == source:
+        records = [r.model_copy(update={"scope": target}) for r in records]
+        events = [e.model_copy(update={"scope": target}) for e in events]
+    else:
+        fresh: dict[uuid.UUID, uuid.UUID] = {}
+        renew = lambda old: fresh.setdefault(old, uuid.uuid4())  # noqa: E731
+        # a successor named by a record or an event is renewed with the record it names
+        succ = lambda old: None if old is None else renew(old)  # noqa: E731
+        records = [r.model_copy(update={"scope": target, "id": renew(r.id), "superseded_by": succ(r.superseded_by)}) for r in records]
+        events = [e.model_copy(update={"scope": target, "id": renew(e.id), "memory_id": renew(e.memory_id), "batch_id": renew(e.batch_id), "superseded_by": succ(e.superseded_by)}) for e in events]
+        ids = [str(r.id) for r in records] + [str(e.id) for e in events]
+    return ImportBatch(records, events, ids, bool(cores))

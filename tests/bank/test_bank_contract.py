@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from memsdk.bank import MemoryBank, codec
-from memsdk.bank.bank import CONTEXT_WEIGHT, HEADER_WEIGHT
+from memsdk.bank.indexing import CONTEXT_WEIGHT, HEADER_WEIGHT
 from memsdk.errors import Conflict, ImportConflict, InvalidInput, MemoryNotFound, ScopeRequired
 from memsdk.embedding import HashEmbedder
 from memsdk.store.base import SCOPE_TIER_FIELD, Point, Sparse, Where, scope_tier_key
