@@ -23,7 +23,9 @@ from collections.abc import Iterator, Sequence
 
 from memsdk.bank import BankLimits, MemoryBank
 from memsdk.embedding import Embedder
-from memsdk.eval.manage.scenarios import Scenario, ScenarioSplit, relations, scenarios
+from memsdk.eval.manage.scenarios.demo import scenarios
+from memsdk.eval.manage.scenarios.models import Scenario, ScenarioSplit
+from memsdk.eval.manage.scenarios.training_pairs import relations
 from memsdk.policies import HeuristicExtractor
 from memsdk.store.memory import InMemoryTransport
 from memsdk.types import Actor, Op, ScoredMemory

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memsdk.embedding.base import Embedder
-from memsdk.eval.manage.scenarios import Question, Scenario, ScenarioSplit, scenarios
+from memsdk.eval.manage.scenarios.demo import scenarios
+from memsdk.eval.manage.scenarios.models import Question, Scenario, ScenarioSplit
 from memsdk.gate import AnswerCase, answer_cases
 from memsdk.serving.policy_set import rules_manager
 

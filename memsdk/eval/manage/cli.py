@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from memsdk.eval.manage.report import markdown
     from memsdk.eval.manage.results import ManageConfig
     from memsdk.eval.manage.runner import ManageRunner, default_out
-    from memsdk.eval.manage.scenarios import write_pairs
+    from memsdk.eval.manage.scenarios.training_pairs import write_pairs
 
     if args.pairs_out is not None:
         n = write_pairs(args.pairs_out, args.split, args.scenarios, seed=args.seed)

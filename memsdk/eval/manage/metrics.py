@@ -2,7 +2,7 @@
 its scopes hold after ingest.
 
 A record *states* a value when the value's normalised words occur in a row in its text
-(`scenarios.mentions`). Per fact (`fact_outcome`), against the owner's scope:
+(`scenarios.models.mentions`). Per fact (`fact_outcome`), against the owner's scope:
 
 - current: some current record (not deleted, not superseded) states it;
 - superseded: no current record states it *as a fact*: one that came from a turn asserting
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from memsdk.eval.manage.results import Check, FactOutcome, ManageSummary, Rate, ScenarioResult
-from memsdk.eval.manage.scenarios import EVENT_CLASSES, Fact, Scenario, mentions
+from memsdk.eval.manage.scenarios.models import EVENT_CLASSES, Fact, Scenario, mentions
 from memsdk.eval.results import ConversationResult, CostSummary
 from memsdk.eval.results import _cost as locomo_cost
 from memsdk.scoring import normalize_answer

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from memsdk.eval.manage.scenarios import EventClass, Fact, ScenarioSplit
+from memsdk.eval.manage.scenarios.models import EventClass, Fact, ScenarioSplit
 from memsdk.eval.results import CostSummary, IngestStats, QuestionResult, RunInfo
 
 __all__ = ["ManageConfig", "RecordView", "FactOutcome", "QuestionOutcome", "Check", "ScenarioResult", "Rate", "ManageSummary", "ManageReport"]

@@ -32,7 +32,8 @@ from memsdk.eval.config import EvalConfig
 from memsdk.eval.manage.metrics import answer_correct, fact_outcomes, summarize, turn_checks
 from memsdk.eval.manage.report import markdown
 from memsdk.eval.manage.results import ManageConfig, ManageReport, QuestionOutcome, RecordView, ScenarioResult
-from memsdk.eval.manage.scenarios import Question, Scenario, ScenarioSplit, scenarios
+from memsdk.eval.manage.scenarios.demo import scenarios
+from memsdk.eval.manage.scenarios.models import Question, Scenario, ScenarioSplit
 from memsdk.eval.results import RunInfo, write_atomic
 from memsdk.scoring import bleu1, exact_match, token_f1
 from memsdk.errors import InvalidInput
