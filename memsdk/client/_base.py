@@ -1,8 +1,13 @@
-"""The logic both clients share, with no I/O of its own (httpx's BaseClient pattern).
+"""The logic both clients share, with no I/O of its own (httpx's BaseClient pattern): making
+a client and undoing that, and what every call shares (its arguments checked, its stages
+timed, its trajectory logged).
 
-Whatever a call does to the store, the interaction log or the registry, this module says as
-steps that yield effects (`memsdk.effects`): an `Apply` for the bank's transition function,
-a `Call` for any other blocking call. `MemoryClient` and `AsyncMemoryClient` add only the
+Whatever a call does to the store, the interaction log or the registry, this module and its
+siblings say as steps that yield effects (`memsdk.effects`): an `Apply` for the bank's
+transition function, a `Call` for any other blocking call. Each sibling holds one family of
+calls: `memory_steps` (add, update, forget, delete, erase, feedback), `result_steps` (what
+ingest and answer return), `read_steps` (MemAgent's read), `promotion` (the release gate)
+and `watcher` (following promotions). `MemoryClient` and `AsyncMemoryClient` add only the
 I/O: their runner makes those calls blocking, or awaited in worker threads, and they call
 the bank's plain reads (``get``, ``list``, ``search``, ...) themselves.
 
@@ -16,10 +21,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Generic, Iterator
 
@@ -27,31 +30,24 @@ import numpy as np
 import sys
 import zlib
 from pydantic import ValidationError
-from tqdm import tqdm
 
-from memsdk import gate
-from memsdk.bank import BankSnapshot, MemoryBank, as_memory_id, as_query, as_scope
-from memsdk.client.reading import ReadPlan, as_source, plan_read
-from memsdk.client.results import AnswerResult, ForgetResult, IngestResult, ReadResult
+from memsdk.bank import BankSnapshot, MemoryBank, as_query, as_scope
 from memsdk.config import ClientConfig
-from memsdk.effects import Apply, Call, Chat, Effect, Runner
+from memsdk.effects import Call, Chat, Effect, Runner
 from memsdk.embedding.base import CachedEmbedder, Embedder, EmbedderWrapper
-from memsdk.errors import ClientClosed, InvalidInput, PolicyError
-from memsdk.gate import GateFailed, GateStates
+from memsdk.errors import ClientClosed, InvalidInput
 from memsdk.interactions import InteractionLog, Redactor, Trajectory
 from memsdk.llm.base import Completion
 from memsdk.llm.config import CircuitBreaker, Limits
 from memsdk.pipeline.context import RecentTurns
-from memsdk.pipeline.decisions import ActivePolicies, decided
-from memsdk.pipeline.forget_request import forget_steps
-from memsdk.pipeline.ingest import IngestOutcome, applied_ops, check_turn, ingest_steps, write_steps
+from memsdk.pipeline.decisions import ActivePolicies
+from memsdk.pipeline.ingest import IngestOutcome, check_turn, ingest_steps, write_steps
 from memsdk.pipeline.retrieval import AnswerOutcome, answer_steps
-from memsdk.policies.answerer import ABSTAIN_TEXT, abstains
-from memsdk.policies.pair_manager import PairManager
-from memsdk.registry import BASE_VERSION, PACKAGED_DIR, PolicyRegistry, ROLES
-from memsdk.serving.policy_set import B, Backends, Endpoint, PolicyInfo, PolicySet, Switch, rules_manager
+from memsdk.registry import PACKAGED_DIR, PolicyRegistry
+from memsdk.serving.backends import B, Backends, Endpoint
+from memsdk.serving.policy_set import PolicyInfo, PolicySet
 from memsdk.telemetry import Telemetry
-from memsdk.types import Actor, API_ACTOR, MemoryRecord, Op, QUESTION_MAX_CHARS, Scope, Tier, Turn, turn_parts, utcnow
+from memsdk.types import QUESTION_MAX_CHARS, Scope, Turn, turn_parts
 
 __all__ = ["BaseClient", "TimedEmbedder", "Timings", "SCOPE_LOCK_STRIPES"]
 
@@ -267,45 +263,7 @@ class BaseClient(Generic[B]):
         empty = MemoryBank.from_snapshot(BankSnapshot(WARM_UP_SCOPE, (), self.bank.embedder.dim), self.bank.embedder, limits=self.bank.limits)
         return Runner(empty, embedder=self._embedder, threads=True), steps()
 
-    # -- the release gate (shared by the twins: no I/O here) ------------------------------------
-
-    @property
-    def registry(self) -> PolicyRegistry:
-        """The published checkpoints, their gate decisions and the promotion audit trail."""
-        return self._policies.registry
-
-    def _gate_cases(self, role: str, version: str, on: GateStates, k: int | None) -> Generator[Effect, Any, list[Any]]:
-        """The gate's states (`memsdk.gate.states`) from this client's log and bank. LoCoMo's are
-        shown what the candidate would be shown once it serves: its k, and the supersessions
-        this client's pair manager would make (marked), if it runs one."""
-        self._policies.check_role(role)
-        locomo = role == "answerer" and isinstance(on, str) and on == "locomo-val"
-        if locomo and not k:
-            switch = yield Call(self._policies.plan, (role, version), stage="registry")  # the version's manifest
-            k = self._answer_k(switch.answer_k)
-        manager = rules_manager("pairs", self._embedder, self.registry) if locomo and isinstance(self._policies.active().manager, PairManager) else None
-        cases: list[Any] = yield Call(gate.states, (role, on), {"log": self.log, "bank": self.bank, "embedder": self._embedder, "k": k if locomo else None, "manager": manager}, stage="gate")
-        return cases
-
-    def _frozen(self) -> gate.ManagerReplay:
-        """What a manager replay holds frozen: the answerer serving now and the client's sizes."""
-        active = self._policies.active()
-        return gate.ManagerReplay(active.answerer, self.bank.embedder, self.config.related_k, self._answer_k(active.answer_k))
-
-    def _promotion(self, role: str, version: str, incumbent: str, decision: Any, force: bool) -> Generator[Effect, Any, None]:
-        """The promotion appended to ``role``'s audit trail; `GateFailed` (nothing appended) when
-        the gate's ``decision`` did not pass."""
-        from memsdk.registry import Promotion
-
-        if decision is not None and not decision.passed:
-            raise GateFailed(decision)
-        reason = "forced: the gate was not asked" if force else decision.summary()
-        yield Call(self._policies.registry.promote, (Promotion(role=role, version=version, against=incumbent, forced=bool(force), reason=reason),), stage="registry")
-
-    def _incumbent(self, role: str) -> str:
-        """The version serving ``role`` now; an unknown role is `InvalidInput`, not a KeyError."""
-        self._policies.check_role(role)
-        return self.policies[role].version
+    # -- what every call shares: arguments checked, stages timed, the trajectory logged -----------
 
     def _check_open(self) -> None:
         if self._closed:
@@ -388,116 +346,6 @@ class BaseClient(Generic[B]):
         yield Call(self.bank.shown_vectors, ([turn_parts(t) for t in turns],), stage="embedding")
         return (time.perf_counter() - started) / len(turns)
 
-    def _ingest_result(
-        self, turn: Turn, context: Sequence[Turn], context_scopes: Sequence[Scope], scope: Scope, active: ActivePolicies, outcome: IngestOutcome, started: float, timings: Timings
-    ) -> Generator[Effect, Any, IngestResult]:
-        """The ingest's result, its trajectory logged. ``timings`` is the dict the twin's runner
-        books stages to, this step's log write included."""
-        latency = time.perf_counter() - started
-        self._telemetry.finished("ingest", latency_s=latency, versions=active.versions, fallback=outcome.fallback, failures=len(outcome.failures))
-        trajectory = yield from self._record(
-            Trajectory(
-                kind="ingest",
-                scope=scope,
-                involves=list(context_scopes),
-                input={"turn": turn.model_dump(mode="json"), "context": [t.model_dump(mode="json") for t in context]},
-                calls=[c.to_dict() for c in outcome.calls],
-                ops=outcome.ops,
-                output={"facts": outcome.facts, "failures": outcome.failures, "fallback": outcome.fallback, "episodic_id": outcome.episodic_id and str(outcome.episodic_id)},
-                policy_versions=active.versions,
-                latency_s=latency,
-                started_at=utcnow() - timedelta(seconds=latency),
-            )
-        )
-        return IngestResult(
-            trajectory_id=trajectory.id,
-            episodic_id=outcome.episodic_id,
-            facts=outcome.facts,
-            ops=outcome.ops,
-            policy_versions=active.versions,
-            failures=outcome.failures,
-            fallback=outcome.fallback,
-            latency_s=time.perf_counter() - started,
-            prompt_tokens=sum(c.prompt_tokens for c in outcome.calls),
-            completion_tokens=sum(c.completion_tokens for c in outcome.calls),
-            timings=dict(timings),
-        )
-
-    def _answer_result(self, question: str, scopes: list[Scope], active: ActivePolicies, outcome: AnswerOutcome, started: float, timings: Timings) -> Generator[Effect, Any, AnswerResult]:
-        a = outcome.answer
-        self._telemetry.finished("answer", latency_s=time.perf_counter() - started, versions=active.versions, fallback=a.fallback, failures=0)
-        trajectory = yield from self._record(
-            Trajectory(
-                kind="answer",
-                scope=scopes[0],
-                involves=scopes[1:],
-                input={"question": question, "scopes": [s.model_dump(mode="json") for s in scopes], "shown": [str(h.record.id) for h in outcome.shown]},
-                calls=[c.to_dict() for c in a.calls],
-                output={"answer": a.text, "evidence": [str(r.id) for r in a.evidence], "fallback": a.fallback},
-                policy_versions=active.versions,
-                latency_s=time.perf_counter() - started,
-            )
-        )
-        abstained = abstains(a.text)
-        return AnswerResult(
-            trajectory_id=trajectory.id,
-            text=ABSTAIN_TEXT if abstained else a.text,
-            abstained=abstained,
-            evidence=a.evidence,
-            retrieved=len(outcome.shown),
-            policy_versions=active.versions,
-            fallback=a.fallback,
-            latency_s=time.perf_counter() - started,
-            prompt_tokens=sum(c.prompt_tokens for c in a.calls),
-            completion_tokens=sum(c.completion_tokens for c in a.calls),
-            timings=dict(timings),
-        )
-
-    # -- MemAgent's read (shared by the twins) ----------------------------------------------------
-
-    def _read_plan(self, source: Any, scope: ScopeLike, budget_tokens: Any, chunk_tokens: Any) -> Generator[Effect, Any, ReadPlan]:
-        """The read's chunks, resumed from its progress file when an earlier read of the same
-        input stopped part way."""
-        turns, where = as_source(source, self._as_turns), as_scope(scope)
-        plan: ReadPlan = yield Call(plan_read, (turns, where, budget_tokens, chunk_tokens, self.config.data_dir / "reads"), stage="store")
-        return plan
-
-    def _read_chunk(self, reader: Any, plan: ReadPlan, chunk: str) -> Generator[Effect, Any, None]:
-        """One chunk read into the plan's memory (the reader's rewrite), its progress saved."""
-        step = yield from decided(reader, "rewrite", plan.memory, chunk, plan.budget_tokens)
-        yield Call(plan.advance, (step,), stage="store")
-
-    def _read_bar(self, plan: ReadPlan, progress: bool | None) -> Any:
-        """The chunks still to read, with a progress bar that starts where a resumed read stopped."""
-        show = progress if progress is not None else len(plan.chunks) > 1
-        return tqdm(plan.chunks[plan.done :], desc="read", unit="chunk", initial=plan.done, total=len(plan.chunks), disable=not show)
-
-    def _reader_actor(self, reader: Any) -> Actor:
-        return Actor(role="reader", version=getattr(reader, "version", BASE_VERSION))
-
-    def _read_result(self, plan: ReadPlan, reader: Any, transition: Any, started: float, timings: Timings) -> Generator[Effect, Any, ReadResult]:
-        yield Call(plan.finished, stage="store")  # the progress file goes: a read of the same input starts over
-        versions = {"reader": self._reader_actor(reader).version or BASE_VERSION}
-        latency = time.perf_counter() - started
-        trajectory = yield from self._record(
-            Trajectory(
-                kind="read",
-                scope=plan.scope,
-                input={"chunks": len(plan.chunks), "budget_tokens": plan.budget_tokens, "chunk_tokens": plan.chunk_tokens, "resumed_from": plan.resumed_from},
-                calls=[c.to_dict() for c in plan.last_calls],
-                ops=applied_ops(transition),
-                output={"memory": plan.memory, "kept_old": plan.kept_old, "fallback": plan.fallback},
-                policy_versions=versions,
-                latency_s=latency,
-                started_at=utcnow() - timedelta(seconds=latency),
-            )
-        )
-        return ReadResult(
-            trajectory_id=trajectory.id, memory_id=transition.records[0].id, text=plan.memory, chunks=len(plan.chunks), resumed_from=plan.resumed_from,
-            kept_old=plan.kept_old, policy_versions=versions, fallback=plan.fallback, latency_s=time.perf_counter() - started,
-            prompt_tokens=plan.prompt_tokens, completion_tokens=plan.completion_tokens, timings=dict(timings),
-        )
-
     @staticmethod
     def _check_question(question: str) -> str:
         as_query(question, "question")
@@ -514,59 +362,6 @@ class BaseClient(Generic[B]):
             return self.config.answer_k
         return trained
 
-    # -- direct memory access: what changes memory goes through the transition function ---------
-
-    def _add(self, text: str, scope: ScopeLike, metadata: dict[str, Any] | None, tier: Tier | str = Tier.SEMANTIC) -> Generator[Effect, Any, MemoryRecord]:
-        op = self._op(lambda: Op.add(text, metadata=metadata or {}, tier=tier))
-        transition = yield Apply(as_scope(scope), [op], API_ACTOR)
-        record: MemoryRecord = transition.records[0]
-        return record
-
-    def _update(self, memory_id: uuid.UUID | str, text: str, scope: ScopeLike) -> Generator[Effect, Any, MemoryRecord]:
-        op = self._op(lambda: Op.update(as_memory_id(memory_id), text))
-        # an update to the text the memory already has changes nothing (a retried request):
-        # the record as it stands, not an error
-        (change,) = (yield Apply(as_scope(scope), [op], API_ACTOR)).changes
-        assert change.after is not None
-        after: MemoryRecord = change.after
-        return after
-
-    def _forget(self, description: str, scope: ScopeLike, dry_run: bool) -> Generator[Effect, Any, ForgetResult]:
-        as_query(description, "description")
-        if len(description) > QUESTION_MAX_CHARS:
-            raise InvalidInput("description", f"is {len(description)} characters, the limit is {QUESTION_MAX_CHARS}")
-        if not isinstance(dry_run, bool):
-            raise InvalidInput("dry_run", f"must be true or false, got {type(dry_run).__name__}")
-        # the runner's `applied` hook drops deleted turns from the recent context, as for delete
-        plan, transition = yield from forget_steps(description, as_scope(scope), self._policies.active().forget, API_ACTOR, dry_run=dry_run)
-        return ForgetResult(description=description, memories=plan.targets, applied=transition is not None, refused=plan.refused)
-
-    def _delete(self, memory_id: uuid.UUID | str, scope: ScopeLike) -> Generator[Effect, Any, MemoryRecord]:
-        # the runner's `applied` hook drops the deleted turn from the recent context
-        transition = yield Apply(as_scope(scope), [Op.delete(as_memory_id(memory_id))], API_ACTOR)
-        record: MemoryRecord = transition.records[0]
-        return record
-
-    @staticmethod
-    def _op(make: Callable[[], Op]) -> Op:
-        try:
-            return make()
-        except ValidationError as exc:
-            raise InvalidInput.from_pydantic(exc) from None
-
-    def _erase(self, scope: ScopeLike) -> Generator[Effect, Any, int]:
-        scope = as_scope(scope)
-        n: int = yield Call(self.bank.delete_all, (scope,), stage="store")
-        if self.log is not None:
-            yield Call(self.log.erase, (scope,), stage="log")
-        self._recent.drop(lambda s, t: s.key == scope.key)  # the scope's turns leave every conversation's context
-        return n
-
-    def _feedback(self, trajectory_id: uuid.UUID | str, correct: bool | None, gold: str | None) -> Generator[Effect, Any, None]:
-        if self.log is None:
-            raise PolicyError("feedback needs the interaction log, which is turned off (log_interactions=False)")
-        yield Call(self.log.add_feedback, (trajectory_id,), {"correct": correct, "gold": gold}, stage="log")
-
     # -- policies ---------------------------------------------------------------------------
 
     @property
@@ -580,29 +375,7 @@ class BaseClient(Generic[B]):
         """Failure counters per role: parse failures, repairs, re-asks, rejected ops, fallbacks."""
         return self._policies.stats()
 
-    @staticmethod
-    def _check_interval(interval_s: float) -> float:
-        # the watcher runs in the background: a bad interval there would be a crash no caller
-        # sees (a string, an interval past what a lock can wait) or a loop that never sleeps
-        if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) or not 0 < interval_s <= threading.TIMEOUT_MAX:
-            raise InvalidInput("interval_s", f"must be a positive number of seconds, got {interval_s!r}")
-        return interval_s
-
-    def _due_promotions(self, failed: set[tuple[str, str]]) -> Generator[Effect, Any, list[tuple[str, str]]]:
-        """(role, version) of each promotion the watcher should serve now: promoted after the
-        version serving, and not one it already failed to load."""
-        due = []
-        for role in ROLES:
-            latest = yield Call(self._policies.registry.latest_promoted, (role,), stage="registry")
-            if latest is not None and latest.version != self.policies[role].version and (role, latest.version) not in failed:
-                due.append((role, latest.version))
-        return due
-
-    @staticmethod
-    def _promotion_failed(failed: set[tuple[str, str]], role: str, version: str, exc: Exception) -> None:
-        failed.add((role, version))  # not retried every interval: a new promotion is needed
-        log.warning("watcher could not promote %s %s: %s", role, version, exc)
-
-    def _switch_failed(self, switch: Switch, exc: Exception) -> PolicyError:
-        current = self._policies.info()[switch.role].version
-        return PolicyError(f"could not load {switch.role} {switch.version!r} ({exc}); {switch.role} stays on {current!r}")
+    @property
+    def registry(self) -> PolicyRegistry:
+        """The published checkpoints, their gate decisions and the promotion audit trail."""
+        return self._policies.registry

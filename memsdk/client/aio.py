@@ -21,13 +21,19 @@ from tqdm import tqdm
 
 from memsdk import gate
 from memsdk.client._base import BaseClient, EMBED_AHEAD, SCOPE_LOCK_STRIPES, ScopeLike, Timings, TurnLike, announce, batched, in_process_model
+from memsdk.client.memory_steps import add_steps, delete_steps, erase_steps, feedback_steps, forget_described_steps, update_steps
+from memsdk.client.promotion import gate_cases, incumbent_of, manager_replay, promotion_steps, switch_failed
+from memsdk.client.read_steps import read_bar, read_chunk, read_plan, read_result, reader_actor
+from memsdk.client.result_steps import answer_result, ingest_result
 from memsdk.client.results import AnswerResult, ForgetResult, IngestResult, ReadResult
+from memsdk.client.watcher import check_interval, due_promotions, promotion_failed
 from memsdk.effects import Effect, R
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.gate import GateConfig, GateDecision, GateStates
 from memsdk.llm.base import AsyncLoRABackend
 from memsdk.pipeline import answer_steps, core_steps, retrieve_steps
-from memsdk.serving.policy_set import Endpoint, Switch
+from memsdk.serving.backends import Endpoint
+from memsdk.serving.policy_set import Switch
 from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
 __all__ = ["AsyncMemoryClient"]
@@ -112,7 +118,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
                 active = self._policies.active()
                 outcome = await self._run(self._ingest_steps(turn, seen, scope, active), timings)
                 self._recent.add(scope, turn)
-            return await self._run(self._ingest_result(turn, seen, whose, scope, active, outcome, started, timings), timings)
+            return await self._run(ingest_result(self, turn, seen, whose, scope, active, outcome, started, timings), timings)
 
     async def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:
         self._check_open()
@@ -122,7 +128,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         active = self._policies.active()
         with self._telemetry.operation("answer", scopes):
             outcome = await self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
-            return await self._run(self._answer_result(question, scopes, active, outcome, started, timings), timings)
+            return await self._run(answer_result(self, question, scopes, active, outcome, started, timings), timings)
 
     async def warm_up(self) -> None:
         self._check_open()
@@ -131,7 +137,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
 
     async def feedback(self, trajectory_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
         self._check_open()
-        await self._run(self._feedback(trajectory_id, correct, gold))
+        await self._run(feedback_steps(self.log, trajectory_id, correct, gold))
 
     # -- direct memory access ------------------------------------------------------------------
 
@@ -155,20 +161,20 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
 
     async def add(self, text: str, *, scope: ScopeLike, metadata: dict[str, Any] | None = None, tier: Tier | str = Tier.SEMANTIC) -> MemoryRecord:
         self._check_open()
-        return await self._run(self._add(text, scope, metadata, tier))
+        return await self._run(add_steps(text, scope, metadata, tier))
 
     async def update(self, memory_id: uuid.UUID | str, text: str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()
-        return await self._run(self._update(memory_id, text, scope))
+        return await self._run(update_steps(memory_id, text, scope))
 
     async def forget(self, description: str, *, scope: ScopeLike, dry_run: bool = False) -> ForgetResult:
         self._check_open()
         with self._telemetry.operation("forget", self._as_scopes(scope)):
-            return await self._run(self._forget(description, scope, dry_run))
+            return await self._run(forget_described_steps(description, scope, self._policies.active(), dry_run))
 
     async def delete(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()
-        return await self._run(self._delete(memory_id, scope))
+        return await self._run(delete_steps(memory_id, scope))
 
     async def restore(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         self._check_open()
@@ -180,7 +186,7 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
 
     async def erase(self, *, scope: ScopeLike) -> int:
         self._check_open()
-        return await self._run(self._erase(scope))
+        return await self._run(erase_steps(scope, self.bank, self.log, self._recent))
 
     async def export(self, dest: str | os.PathLike[str] | IO[str], *, scope: ScopeLike) -> int:
         self._check_open()
@@ -188,14 +194,14 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
 
     async def read(self, source: str | Iterable[TurnLike], *, scope: ScopeLike, budget_tokens: int = 256, chunk_tokens: int = 1024, progress: bool | None = None) -> ReadResult:
         self._check_open()
-        plan = await self._run(self._read_plan(source, scope, budget_tokens, chunk_tokens))
+        plan = await self._run(read_plan(self, source, scope, budget_tokens, chunk_tokens))
         started, timings = time.perf_counter(), Timings()
         reader = self._policies.reader()
-        for chunk in self._read_bar(plan, progress):
-            await self._run(self._read_chunk(reader, plan, chunk), timings)
+        for chunk in read_bar(plan, progress):
+            await self._run(read_chunk(reader, plan, chunk), timings)
         async with self._scope_locks[self._stripe(plan.scope)]:
-            transition = await self._run(core_steps(plan.scope, plan.memory, self._reader_actor(reader)), timings)
-        return await self._run(self._read_result(plan, reader, transition, started, timings), timings)
+            transition = await self._run(core_steps(plan.scope, plan.memory, reader_actor(reader)), timings)
+        return await self._run(read_result(self, plan, reader, transition, started, timings), timings)
 
     async def import_(self, src: str | os.PathLike[str] | IO[str], *, scope: ScopeLike | None = None) -> int:
         self._check_open()
@@ -217,19 +223,19 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
 
     async def evaluate_policy(self, role: str, version: str, *, against: str | None = None, on: GateStates = "locomo-val", config: GateConfig = GateConfig(), k: int | None = None) -> GateDecision:
         self._check_open()
-        incumbent = against or self._incumbent(role)
-        cases = await self._run(self._gate_cases(role, version, on, k))
+        incumbent = against or incumbent_of(self, role)
+        cases = await self._run(gate_cases(self, role, version, on, k))
         sides = [(v, self._policies.build(await self._loaded(role, v))) for v in (version, incumbent)]
-        decision = await gate.acompare(role, sides, cases, on=on, config=config, frozen=self._frozen() if role == "manager" else None)
+        decision = await gate.acompare(role, sides, cases, on=on, config=config, frozen=manager_replay(self) if role == "manager" else None)
         await asyncio.to_thread(self._policies.registry.record_decision, decision)
         return decision
 
     async def promote(self, role: str, version: str, *, force: bool = False, on: GateStates = "locomo-val", config: GateConfig = GateConfig()) -> GateDecision | None:
         self._check_open()
-        incumbent = self._incumbent(role)
+        incumbent = incumbent_of(self, role)
         decision = None if force else await self.evaluate_policy(role, version, against=incumbent, on=on, config=config)
         switch = await self._loaded(role, version)  # loaded before the trail says it serves: a failed load promotes nothing
-        await self._run(self._promotion(role, version, incumbent, decision, force))
+        await self._run(promotion_steps(self.registry, role, version, incumbent, decision, force))
         self._policies.commit(switch)
         return decision
 
@@ -246,11 +252,11 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         except Conflict:
             pass
         except Exception as exc:
-            raise self._switch_failed(switch, exc) from exc
+            raise switch_failed(self._policies, switch, exc) from exc
 
     def watch_policies(self, interval_s: float = 10.0) -> None:
         self._check_open()
-        self._check_interval(interval_s)
+        check_interval(interval_s)
         if self._watcher is None:
             self._watcher = asyncio.get_running_loop().create_task(self._watch(interval_s))
 
@@ -258,11 +264,11 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         failed: set[tuple[str, str]] = set()
         while not self._closed:
             await asyncio.sleep(interval_s)
-            for role, version in await self._run(self._due_promotions(failed)):
+            for role, version in await self._run(due_promotions(self, failed)):
                 try:
                     await self.use_policy(role, version)
                 except MemsdkError as exc:
-                    self._promotion_failed(failed, role, version, exc)
+                    promotion_failed(failed, role, version, exc)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -15,13 +15,19 @@ from tqdm import tqdm
 
 from memsdk import gate
 from memsdk.client._base import BaseClient, EMBED_AHEAD, SCOPE_LOCK_STRIPES, ScopeLike, Timings, TurnLike, announce, batched, in_process_model
+from memsdk.client.memory_steps import add_steps, delete_steps, erase_steps, feedback_steps, forget_described_steps, update_steps
+from memsdk.client.promotion import gate_cases, incumbent_of, manager_replay, promotion_steps, switch_failed
+from memsdk.client.read_steps import read_bar, read_chunk, read_plan, read_result, reader_actor
+from memsdk.client.result_steps import answer_result, ingest_result
 from memsdk.client.results import AnswerResult, ForgetResult, IngestResult, ReadResult
+from memsdk.client.watcher import check_interval, due_promotions, promotion_failed
 from memsdk.effects import Effect, R
 from memsdk.errors import Conflict, MemsdkError
 from memsdk.gate import GateConfig, GateDecision, GateStates
 from memsdk.llm.base import LoRABackend
 from memsdk.pipeline import answer_steps, core_steps, retrieve_steps
-from memsdk.serving.policy_set import Endpoint, Switch
+from memsdk.serving.backends import Endpoint
+from memsdk.serving.policy_set import Switch
 from memsdk.types import HistoryEvent, MemoryRecord, ScoredMemory, Tier, Turn
 
 __all__ = ["MemoryClient"]
@@ -117,7 +123,7 @@ class MemoryClient(BaseClient[LoRABackend]):
                 active = self._policies.active()
                 outcome = self._run(self._ingest_steps(turn, seen, scope, active), timings)
                 self._recent.add(scope, turn)
-            return self._run(self._ingest_result(turn, seen, whose, scope, active, outcome, started, timings), timings)
+            return self._run(ingest_result(self, turn, seen, whose, scope, active, outcome, started, timings), timings)
 
     def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:
         """Answer from memory. With several scopes (e.g. both speakers of a conversation),
@@ -129,7 +135,7 @@ class MemoryClient(BaseClient[LoRABackend]):
         active = self._policies.active()
         with self._telemetry.operation("answer", scopes):
             outcome = self._run(answer_steps(question, scopes, active, self._answer_k(active.answer_k), tiers=self.config.tiers, hybrid=self.config.hybrid), timings)
-            return self._run(self._answer_result(question, scopes, active, outcome, started, timings), timings)
+            return self._run(answer_result(self, question, scopes, active, outcome, started, timings), timings)
 
     def warm_up(self) -> None:
         """Load now what the first ingest and the first answer would load (the embedder, each
@@ -145,7 +151,7 @@ class MemoryClient(BaseClient[LoRABackend]):
     def feedback(self, trajectory_id: uuid.UUID | str, *, correct: bool | None = None, gold: str | None = None) -> None:
         """Attach a reward signal to a logged answer (the trainer reads it back)."""
         self._check_open()
-        self._run(self._feedback(trajectory_id, correct, gold))
+        self._run(feedback_steps(self.log, trajectory_id, correct, gold))
 
     # -- direct memory access ------------------------------------------------------------------
 
@@ -181,14 +187,14 @@ class MemoryClient(BaseClient[LoRABackend]):
         """Store a memory directly (no policy). ``tier="core"`` sets the scope's core memory
         when it has none (`update` rewrites it)."""
         self._check_open()
-        return self._run(self._add(text, scope, metadata, tier))
+        return self._run(add_steps(text, scope, metadata, tier))
 
     def update(self, memory_id: uuid.UUID | str, text: str, *, scope: ScopeLike) -> MemoryRecord:
         """Rewrite a memory's text (a new version, with an UPDATE event); the same text again
         changes nothing and returns the record as it stands. `MemoryNotFound` as `get`;
         `InvalidInput` for empty or oversized text, or an episodic turn (kept verbatim)."""
         self._check_open()
-        return self._run(self._update(memory_id, text, scope))
+        return self._run(update_steps(memory_id, text, scope))
 
     def forget(self, description: str, *, scope: ScopeLike, dry_run: bool = False) -> ForgetResult:
         """Forget what ``description`` names, in the user's words ("my phone number", "anything
@@ -201,12 +207,12 @@ class MemoryClient(BaseClient[LoRABackend]):
         undoes it, `erase` makes it final."""
         self._check_open()
         with self._telemetry.operation("forget", self._as_scopes(scope)):
-            return self._run(self._forget(description, scope, dry_run))
+            return self._run(forget_described_steps(description, scope, self._policies.active(), dry_run))
 
     def delete(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         """Soft delete: `restore` brings it back; `erase` removes a scope for good."""
         self._check_open()
-        return self._run(self._delete(memory_id, scope))
+        return self._run(delete_steps(memory_id, scope))
 
     def restore(self, memory_id: uuid.UUID | str, *, scope: ScopeLike) -> MemoryRecord:
         """Undo a soft delete, else a supersession: the memory is current again, at a new
@@ -225,7 +231,7 @@ class MemoryClient(BaseClient[LoRABackend]):
     def erase(self, *, scope: ScopeLike) -> int:
         """GDPR erase: the scope's memories, history and logged interactions, gone from disk."""
         self._check_open()
-        return self._run(self._erase(scope))
+        return self._run(erase_steps(scope, self.bank, self.log, self._recent))
 
     def export(self, dest: str | os.PathLike[str] | IO[str], *, scope: ScopeLike) -> int:
         """Write ``scope``'s memories and history as JSON lines to a path or a text stream;
@@ -241,14 +247,14 @@ class MemoryClient(BaseClient[LoRABackend]):
         Progress is saved after every chunk: calling again with the same input after a
         crash resumes from the last finished chunk."""
         self._check_open()
-        plan = self._run(self._read_plan(source, scope, budget_tokens, chunk_tokens))
+        plan = self._run(read_plan(self, source, scope, budget_tokens, chunk_tokens))
         started, timings = time.perf_counter(), Timings()
         reader = self._policies.reader()
-        for chunk in self._read_bar(plan, progress):
-            self._run(self._read_chunk(reader, plan, chunk), timings)
+        for chunk in read_bar(plan, progress):
+            self._run(read_chunk(reader, plan, chunk), timings)
         with self._scope_locks[self._stripe(plan.scope)]:
-            transition = self._run(core_steps(plan.scope, plan.memory, self._reader_actor(reader)), timings)
-        return self._run(self._read_result(plan, reader, transition, started, timings), timings)
+            transition = self._run(core_steps(plan.scope, plan.memory, reader_actor(reader)), timings)
+        return self._run(read_result(self, plan, reader, transition, started, timings), timings)
 
     def import_(self, src: str | os.PathLike[str] | IO[str], *, scope: ScopeLike | None = None) -> int:
         """Load an `export` into ``scope`` (default: the scope it came from); returns the record
@@ -283,10 +289,10 @@ class MemoryClient(BaseClient[LoRABackend]):
         state, by default what an answer shows ``version`` once it serves (the client's ``answer_k``,
         or the version's training k: `_answer_k`)."""
         self._check_open()
-        incumbent = against or self._incumbent(role)
-        cases = self._run(self._gate_cases(role, version, on, k))
+        incumbent = against or incumbent_of(self, role)
+        cases = self._run(gate_cases(self, role, version, on, k))
         sides = [(v, self._policies.build(self._loaded(role, v))) for v in (version, incumbent)]
-        decision = gate.compare(role, sides, cases, on=on, config=config, frozen=self._frozen() if role == "manager" else None)
+        decision = gate.compare(role, sides, cases, on=on, config=config, frozen=manager_replay(self) if role == "manager" else None)
         self._policies.registry.record_decision(decision)
         return decision
 
@@ -295,10 +301,10 @@ class MemoryClient(BaseClient[LoRABackend]):
         `GateFailed`, nothing switched). ``force=True`` skips the gate; either way the
         promotion is appended to the role's audit trail, which watching clients follow."""
         self._check_open()
-        incumbent = self._incumbent(role)
+        incumbent = incumbent_of(self, role)
         decision = None if force else self.evaluate_policy(role, version, against=incumbent, on=on, config=config)
         switch = self._loaded(role, version)  # loaded before the trail says it serves: a failed load promotes nothing
-        self._run(self._promotion(role, version, incumbent, decision, force))
+        self._run(promotion_steps(self.registry, role, version, incumbent, decision, force))
         self._policies.commit(switch)
         return decision
 
@@ -315,7 +321,7 @@ class MemoryClient(BaseClient[LoRABackend]):
         except Conflict:
             pass  # already loaded under this name (a rollback, or a restart of the client only)
         except Exception as exc:
-            raise self._switch_failed(switch, exc) from exc
+            raise switch_failed(self._policies, switch, exc) from exc
 
     def _restore_policies(self) -> None:
         for role, version in self._policies.start_versions().items():
@@ -330,7 +336,7 @@ class MemoryClient(BaseClient[LoRABackend]):
     def watch_policies(self, interval_s: float = 10.0) -> None:
         """Follow the registry's promotions (the release gate's, or a forced one), checking every ``interval_s``."""
         self._check_open()
-        self._check_interval(interval_s)
+        check_interval(interval_s)
         if self._watcher is not None:
             return
         self._watcher = threading.Thread(target=self._watch, args=(interval_s,), name="memsdk-policy-watch", daemon=True)
@@ -339,11 +345,11 @@ class MemoryClient(BaseClient[LoRABackend]):
     def _watch(self, interval_s: float) -> None:
         failed: set[tuple[str, str]] = set()
         while not self._stop_watching.wait(interval_s):
-            for role, version in self._run(self._due_promotions(failed)):
+            for role, version in self._run(due_promotions(self, failed)):
                 try:
                     self.use_policy(role, version)
                 except MemsdkError as exc:
-                    self._promotion_failed(failed, role, version, exc)
+                    promotion_failed(failed, role, version, exc)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

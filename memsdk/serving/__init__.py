@@ -1,7 +1,9 @@
 """What serves each policy role in a running client, and switching it.
 
-    policy_set.py   the policy objects the client runs, the LLM backends they call, and the
-                    plan -> load -> commit switch between versions (`PolicySet`)
+    policy_set.py   the policy objects the client runs and the plan -> load -> commit switch
+                    between versions (`PolicySet`)
+    backends.py     the LLM backends those policies call: one per endpoint, shared by the roles
+                    that name it (`Backends`)
     plugins.py      policies installed as Python packages (the ``memsdk.policies`` entry points)
 
 What a client may be configured to serve is `memsdk.config` (``policies=``); the policies

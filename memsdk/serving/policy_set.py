@@ -15,10 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,7 +25,6 @@ from memsdk.config import ClientConfig
 from memsdk.config.roles import LLMSpec, MEASURED_DEFAULTS, RolePolicies, label
 from memsdk.embedding import Embedder
 from memsdk.errors import InvalidInput, PolicyError
-from memsdk.llm.base import AsyncLLMBackend, LLMBackend
 from memsdk.llm.models import model_key
 from memsdk.pipeline.decisions import ActivePolicies
 from memsdk.policies import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, Manager, NAMED, PolicyConfig, llm_policy_class, load_prompt, plug, split_prompt_id
@@ -36,6 +34,7 @@ from memsdk.pipeline.forget_head import ForgetReader
 from memsdk.policies.pair_manager import PairManager
 from memsdk.policies.reader import LLMReader, WindowReader
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, PolicyRegistry, ROLES
+from memsdk.serving.backends import B, Backends, Endpoint
 from memsdk.serving.plugins import load_installed
 
 __all__ = ["Backends", "Endpoint", "PolicySet", "Switch", "rules_manager", "trained_pair_manager", "PolicyInfo"]
@@ -51,20 +50,6 @@ _HEURISTIC = {"extractor": HeuristicExtractor, "manager": HeuristicManager, "ans
 #: "pairs-head" the head alone, which generalises less and costs no MiniLM pass on a pair the
 #: head cannot rule out (docs/training.md, "Data written outside the generator")
 TRAINED = {"manager": {"pairs": "pairs-v6", "pairs-head": "pairs-v5"}}
-
-#: the kind of backend a client makes and switches adapters on: a blocking `LoRABackend`
-#: (`MemoryClient`) or an `AsyncLoRABackend` (`AsyncMemoryClient`)
-B = TypeVar("B", bound=LLMBackend | AsyncLLMBackend)
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where an LLM role's requests go; roles with equal endpoints share one backend."""
-
-    base_url: str | None  # None: the model in this process
-    model: str
-    api_key: str | None
-    timeout_s: float
 
 
 class PolicyInfo(BaseModel):
@@ -107,60 +92,6 @@ def rules_manager(name: str, embedder: Embedder | None = None, registry: PolicyR
     if name not in TRAINED["manager"]:
         raise InvalidInput("manager", f"expected 'heuristic' or a trained manager without an LLM ({', '.join(TRAINED['manager'])}), got {name!r}")
     return trained_pair_manager("manager", TRAINED["manager"][name], registry or PolicyRegistry(PACKAGED_DIR), embedder)
-
-
-class Backends(Generic[B]):
-    """The LLM backends of one client: the default (injected, or made from the config) and
-    one per other endpoint a role names, each made on first use and shared by the roles
-    that name it. Only the ones made here are closed with the client."""
-
-    def __init__(self, config: ClientConfig, make: Callable[[Endpoint], B], injected: B | None = None) -> None:
-        self._config, self._make, self._injected = config, make, injected
-        self._made: dict[Endpoint, B] = {}
-        self._lock = threading.Lock()
-
-    def _default_endpoint(self) -> Endpoint:
-        c = self._config
-        return Endpoint(c.llm_base_url, c.model, c.llm_api_key, c.llm_timeout_s)
-
-    def default(self) -> B:
-        if self._injected is not None:
-            return self._injected
-        return self._get(self._default_endpoint())
-
-    def for_spec(self, spec: LLMSpec) -> B:
-        if spec.backend is not None:
-            # a user's own object (the spec holds Any): the client uses it as the kind of
-            # backend it makes itself
-            backend: B = spec.backend
-            return backend
-        if not spec.overrides_endpoint:
-            return self.default()
-        c = self._config
-        url = None if spec.in_process else (spec.base_url or c.llm_base_url)
-        # the client's API key goes only to the client's server, never to another one
-        key = spec.api_key if spec.api_key is not None else (c.llm_api_key if url == c.llm_base_url else None)
-        return self._get(Endpoint(url, spec.model or c.model, key, spec.timeout_s or c.llm_timeout_s))
-
-    def _get(self, endpoint: Endpoint) -> B:
-        with self._lock:
-            if endpoint not in self._made:
-                self._made[endpoint] = self._make(endpoint)
-            return self._made[endpoint]
-
-    def made(self) -> list[B]:
-        with self._lock:
-            return list(self._made.values())
-
-    @property
-    def injected(self) -> bool:
-        return self._injected is not None
-
-    def made_default(self) -> B | None:
-        """The default backend if it exists (injected or already made), else None."""
-        if self._injected is not None:
-            return self._injected
-        return self._made.get(self._default_endpoint())
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import pytest
 
 from memsdk import AsyncMemoryClient, MemoryClient
 from memsdk.bank import MemoryBank
-from memsdk.client import _base
+from memsdk.client import _base, memory_steps, promotion, read_steps, result_steps, watcher
 from memsdk.errors import ClientClosed
 from memsdk.embedding import HashEmbedder
 from memsdk.store.memory import InMemoryTransport
@@ -92,18 +92,22 @@ def test_the_async_client_keeps_the_store_and_the_log_off_the_event_loop(tmp_pat
 
 
 def test_the_shared_core_makes_no_blocking_call_itself() -> None:
-    """`BaseClient` says what to do to the store, the log and the registry as effects; only
-    construction (a constructor cannot await) and its undoing call them directly."""
+    """`BaseClient` and the steps beside it say what to do to the store, the log and the
+    registry as effects; only construction (a constructor cannot await) and its undoing call
+    them directly."""
     tree = ast.parse(inspect.getsource(_base))
     (core,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "BaseClient"]
+    steps = [n for module in (memory_steps, promotion, read_steps, result_steps, watcher) for n in ast.parse(inspect.getsource(module)).body]
     constructing = {"__init__", "_registry", "_release_bank", "_close_backends_now"}
     io_objects = {"bank", "log", "_embedder", "registry"}
     calls = []
-    for method in core.body:
+    for method in [*core.body, *steps]:
         if isinstance(method, ast.FunctionDef) and method.name not in constructing:
+            # a step is handed the store or the log as an argument, a method reaches it on self
+            passed = {a.arg for a in method.args.args} & io_objects
             for node in ast.walk(method):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                     owner = node.func.value
-                    if isinstance(owner, ast.Attribute) and owner.attr in io_objects:
+                    if (isinstance(owner, ast.Attribute) and owner.attr in io_objects) or (isinstance(owner, ast.Name) and owner.id in passed):
                         calls.append(f"{method.name}: {ast.unparse(node.func)}")
     assert calls == []
