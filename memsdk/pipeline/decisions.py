@@ -9,7 +9,7 @@ from typing import Any
 
 from memsdk.effects import Call, Steps
 from memsdk.errors import PolicyUnavailable
-from memsdk.pipeline.forget_head import ForgetReader
+from memsdk.pipeline.forget_head import ForgetReading
 from memsdk.policies import Answerer, Extractor, Manager
 from memsdk.policies.writer import Writer
 
@@ -32,7 +32,7 @@ class ActivePolicies:
     #: the memories per question the serving answerer version was trained at; None: the client's answer_k
     answer_k: int | None = None
     #: the trained forget heads over their embedder; None: the forget rules alone
-    forget: ForgetReader | None = None
+    forget: ForgetReading | None = None
 
 
 def decided(policy: Any, method: str, *args: Any, **kw: Any) -> Steps[Any]:

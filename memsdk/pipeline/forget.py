@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
 
+from memsdk.dates import MONTH
 from memsdk.pipeline.personal_data import DataKind, detect, kinds_named, states_topic, topic_terms
 from memsdk.policies.relations import values_of
 from memsdk.policies.words import HEADER, STOPWORDS, split_words, word_key
@@ -287,7 +288,6 @@ def supersede_ops(
 
 # --- what a replacement leaves true -------------------------------------------------------
 
-_MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 #: kinds of value a replacement swaps one for one, most specific first: a number inside an
 #: address or a date is that address's or date's, not a number of its own
@@ -297,7 +297,7 @@ _TYPED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
         ("address", r"\b\d{1,5}\s+(?:[A-Z][a-z]+\s+){1,3}(?:street|st|road|rd|avenue|ave|lane|ln|way|drive|dr|close|court|place|crescent|terrace|boulevard|blvd)\b"),
         ("phone", r"(?<![\w-])\+?\d[\d ().-]{5,}\d(?![\w-])"),
-        ("date", rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\b(?:\s+\d{{4}})?|\b{_MONTH}\s+{_DAY}\b(?:,?\s+\d{{4}})?"),
+        ("date", rf"\b{_DAY}\s+(?:of\s+)?{MONTH}\b(?:\s+\d{{4}})?|\b{MONTH}\s+{_DAY}\b(?:,?\s+\d{{4}})?"),
         ("time", r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm)\b|\b\d{1,2}:\d{2}\b"),
         ("ordinal", r"\b\d{1,2}(?:st|nd|rd|th)\b"),
         ("weekday", r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b"),

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from memsdk.pipeline.personal_data import detect, kinds_named, states_topic, top
 from memsdk.policies.words import STOPWORDS, split_words, word_key
 from memsdk.types import MemoryRecord, split_header
 
-__all__ = ["ForgetHead", "ForgetReader", "packaged_head", "INTENTS", "FEATURES", "relevance_features", "DEFAULT_HEAD_DIR"]
+__all__ = ["ForgetReading", "ForgetHead", "ForgetReader", "packaged_head", "INTENTS", "FEATURES", "intent_named", "relevance_features", "DEFAULT_HEAD_DIR"]
 
 #: the intent head's classes, in the order of its weight columns
 INTENTS = ("other", "forget", "refuse")
@@ -70,9 +70,29 @@ def relevance_features(description: str, memory: str, cosine: float) -> list[flo
     ]
 
 
+def intent_named(probs: np.ndarray, forget_at: float) -> str:
+    """The most likely of `INTENTS` for one turn's probabilities; a forget less likely than
+    ``forget_at`` is "other" (a false forget can cost a user's data)."""
+    best = int(probs.argmax())
+    return "other" if INTENTS[best] == "forget" and probs[best] < forget_at else INTENTS[best]
+
+
 def _softmax(z: np.ndarray) -> np.ndarray:
     e = np.exp(z - z.max(axis=-1, keepdims=True))
     return np.asarray(e / e.sum(axis=-1, keepdims=True))
+
+
+class ForgetReading(Protocol):
+    """What the forget pipeline asks a trained reader (this module's `ForgetReader`, or the
+    cross-encoder of `memsdk.pipeline.forget_cross`), each answer as effects."""
+
+    def wants(self, text: str) -> Steps[str]:
+        """The intent of ``text``: an `INTENTS` name."""
+        ...
+
+    def about(self, description: str, records: Sequence[MemoryRecord]) -> Steps[dict[Any, float]]:
+        """P(about) for each of ``records`` the reader takes to be about ``description``, by id."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -137,11 +157,7 @@ class ForgetReader:
         if not head.look_for.search(text):
             return "other"
         vector: np.ndarray = yield Call(self.embedder.embed, ([text],), stage="embedding")
-        probs = head.intent_probs(np.asarray(vector, dtype=np.float32))[0]
-        best = int(probs.argmax())
-        if INTENTS[best] == "forget" and probs[best] < head.intent_at:
-            return "other"
-        return INTENTS[best]
+        return intent_named(head.intent_probs(np.asarray(vector, dtype=np.float32))[0], head.intent_at)
 
     def about(self, description: str, records: Sequence[MemoryRecord]) -> Steps[dict[Any, float]]:
         """P(about) for each record at or above ``relevance_at``, by id."""

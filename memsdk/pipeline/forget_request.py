@@ -19,7 +19,7 @@ from memsdk.bank.transition import Transition
 from memsdk.effects import QUERY_CHARS, Apply, Effect, Search
 from memsdk.errors import InvalidInput
 from memsdk.pipeline.forget import Correction, Forget, is_vague, supersede_ops
-from memsdk.pipeline.forget_head import ForgetReader
+from memsdk.pipeline.forget_head import ForgetReading
 from memsdk.types import Actor, MemoryRecord, Op, Scope, ScoredMemory
 
 __all__ = ["SUPERSEDE_CANDIDATES", "MEANING_CANDIDATES", "RELEVANCE_CANDIDATES", "forget_targets", "forget_steps", "ForgetPlan"]
@@ -37,7 +37,7 @@ RELEVANCE_CANDIDATES = 50
 
 
 def forget_targets(
-    intent: Forget | Correction, scope: Scope, request: MemoryRecord | None, reader: ForgetReader | None
+    intent: Forget | Correction, scope: Scope, request: MemoryRecord | None, reader: ForgetReading | None
 ) -> Generator[Effect, Any, ForgetPlan]:
     """The ops that carry out ``intent`` in ``scope`` (`supersede_ops`), or none and why."""
     query = intent.about if isinstance(intent, Forget) else intent.wrong
@@ -63,7 +63,7 @@ class ForgetPlan:
     refused: str | None
 
 
-def forget_steps(description: str, scope: Scope, reader: ForgetReader | None, actor: Actor, *, dry_run: bool) -> Generator[Effect, Any, tuple[ForgetPlan, Transition | None]]:
+def forget_steps(description: str, scope: Scope, reader: ForgetReading | None, actor: Actor, *, dry_run: bool) -> Generator[Effect, Any, tuple[ForgetPlan, Transition | None]]:
     """The app's forget of ``description`` in ``scope``: its plan and, unless ``dry_run``
     or refused, the transition that applied it. `InvalidInput` for a description that
     names nothing specific ("everything", "all memories"): a forget never empties a scope;

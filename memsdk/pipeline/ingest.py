@@ -26,7 +26,7 @@ from memsdk.grounding import cited_turns
 from memsdk.interactions.types import AppliedOp
 from memsdk.pipeline.decisions import ActivePolicies, decided
 from memsdk.pipeline.forget import Correction, Forget, classify, corrected_copy
-from memsdk.pipeline.forget_head import ForgetReader
+from memsdk.pipeline.forget_head import ForgetReading
 from memsdk.pipeline.forget_request import ForgetPlan, forget_targets
 from memsdk.pipeline.retrieval import copied_turn
 from memsdk.policies import Decision, Extraction, Manager, PolicyCall, PolicyStats
@@ -269,7 +269,7 @@ def _quoted(facts: Sequence[str]) -> str:
 
 def write_steps(
     chunk: Sequence[Turn], scope: Scope, writer: Writer, related_k: int, *, version: str, episodic: bool = True, context: Sequence[Turn] = (),
-    forget: ForgetReader | None = None,
+    forget: ForgetReading | None = None,
 ) -> Generator[Effect, Any, WriteOutcome]:
     """Mem-alpha's write step: the chunk's turns into the episodic tier (no LLM), forget
     requests and corrections applied by rules (`_supersede`), then the writer sees the core
@@ -326,7 +326,7 @@ def applied_ops(transition: Transition) -> list[AppliedOp]:
     ]
 
 
-def _intent(text: str, forget: ForgetReader | None) -> Generator[Effect, Any, Forget | Correction | None]:
+def _intent(text: str, forget: ForgetReading | None) -> Generator[Effect, Any, Forget | Correction | None]:
     """The forget request or correction ``text`` makes: the rules' (`classify`), else a
     forget the trained intent head recognises (its whole text names what to forget)."""
     if (intent := classify(text)) is not None or forget is None:
@@ -335,7 +335,7 @@ def _intent(text: str, forget: ForgetReader | None) -> Generator[Effect, Any, Fo
     return Forget(text, literal=False) if wish == "forget" else None
 
 
-def _supersede(intent: Forget | Correction, scope: Scope, request: MemoryRecord | None, out: IngestOutcome, forget: ForgetReader | None = None) -> Generator[Effect, Any, None]:
+def _supersede(intent: Forget | Correction, scope: Scope, request: MemoryRecord | None, out: IngestOutcome, forget: ForgetReading | None = None) -> Generator[Effect, Any, None]:
     """Retire what a forget request or a correction supersedes, in every tier (`forget_targets`)."""
     plan: ForgetPlan = yield from forget_targets(intent, scope, request, forget)
     if plan.refused is not None:

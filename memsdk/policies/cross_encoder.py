@@ -47,7 +47,7 @@ import numpy as np
 from memsdk.embedding.minilm import minilm_path, torch_threads
 from memsdk.policies.relations import HEAD_FORMAT, RELATIONS, PairClassifier, Relation, RelationModel, relation_text, write_manifest
 
-__all__ = ["MIXED_FORMAT", "CROSS_WEIGHTS", "CLASSIFIER", "LoraSpec", "CrossEncoder", "MixedRelations", "acting", "pair_logits", "merge_lora", "load_relations"]
+__all__ = ["MIXED_FORMAT", "CROSS_WEIGHTS", "CLASSIFIER", "LoraSpec", "AdaptedMiniLM", "CrossEncoder", "MixedRelations", "acting", "pair_logits", "pooled", "merged_minilm", "linear_layer", "merge_lora", "load_relations"]
 
 MIXED_FORMAT = "memsdk-pair-mixed/1"
 CROSS_WEIGHTS = "cross.npz"
@@ -78,36 +78,43 @@ class LoraSpec:
         return self.alpha / self.r
 
 
-class CrossEncoder:
-    """MiniLM + a merged LoRA adapter + a linear layer: relation probabilities of text pairs.
+class AdaptedMiniLM:
+    """MiniLM with a merged LoRA adapter and the linear layers ``layers`` over its mean-pooled
+    tokens, all stored in ``arrays`` (adapter arrays `merge_lora` reads, ``<layer>.weight`` /
+    ``<layer>.bias``). Built on first use (a client that never needs it never loads it),
+    once, under a lock; `_calls` serialises the forward passes."""
 
-    ``arrays``: the adapter and the classifier (module docstring). The model is built on
-    first use (a client that never ingests a fact never loads it), once, under a lock."""
+    layers: tuple[str, ...] = ()
 
-    def __init__(self, arrays: Mapping[str, np.ndarray], lora: LoraSpec, *, max_length: int = 96, threads: int | None = 1, base: str | os.PathLike[str] | None = None) -> None:
-        if _CLS_W not in arrays or _CLS_B not in arrays:
-            raise ValueError(f"a cross-encoder's weights need {_CLS_W!r} and {_CLS_B!r}")
-        if arrays[_CLS_W].shape[0] != len(RELATIONS):
-            raise ValueError(f"the classifier has {arrays[_CLS_W].shape[0]} outputs for {len(RELATIONS)} relations")
+    def __init__(self, arrays: Mapping[str, np.ndarray], lora: LoraSpec, *, max_length: int, threads: int | None = 1, base: str | os.PathLike[str] | None = None) -> None:
+        for name in self.layers:
+            if f"{name}.weight" not in arrays or f"{name}.bias" not in arrays:
+                raise ValueError(f"the weights need {name}.weight and {name}.bias")
         self.arrays, self.lora, self.max_length, self.threads = dict(arrays), lora, max_length, threads
         self.base = Path(base) if base is not None else minilm_path()
         self._model: Any = None
         self._lock, self._calls = threading.Lock(), threading.Lock()
 
-    def _load(self) -> Any:
+    def _load(self) -> tuple[Any, Any, dict[str, Any]]:
+        """(tokenizer, merged encoder, the linear layers by name)."""
         with self._lock:
             if self._model is None:
-                import torch
-                from transformers import AutoModel, AutoTokenizer
+                tokenizer, encoder = merged_minilm(self.base, self.arrays, self.lora, self.threads)
+                self._model = (tokenizer, encoder, {name: linear_layer(self.arrays, name) for name in self.layers})
+        return self._model  # type: ignore[no-any-return]
 
-                with torch_threads(self.threads):
-                    encoder = AutoModel.from_pretrained(str(self.base))
-                    merge_lora(encoder, self.arrays, self.lora)
-                    encoder.eval()
-                classifier = torch.nn.Linear(encoder.config.hidden_size, len(RELATIONS))
-                classifier.load_state_dict({"weight": torch.from_numpy(self.arrays[_CLS_W]), "bias": torch.from_numpy(self.arrays[_CLS_B])})
-                self._model = (AutoTokenizer.from_pretrained(str(self.base)), encoder, classifier)
-        return self._model
+
+class CrossEncoder(AdaptedMiniLM):
+    """MiniLM + a merged LoRA adapter + a linear layer: relation probabilities of text pairs.
+
+    ``arrays``: the adapter and the classifier (module docstring)."""
+
+    layers = (CLASSIFIER,)
+
+    def __init__(self, arrays: Mapping[str, np.ndarray], lora: LoraSpec, *, max_length: int = 96, threads: int | None = 1, base: str | os.PathLike[str] | None = None) -> None:
+        super().__init__(arrays, lora, max_length=max_length, threads=threads, base=base)
+        if arrays[_CLS_W].shape[0] != len(RELATIONS):
+            raise ValueError(f"the classifier has {arrays[_CLS_W].shape[0]} outputs for {len(RELATIONS)} relations")
 
     def predict(self, new: Sequence[str], old: Sequence[str]) -> np.ndarray:
         """[n, len(RELATIONS)] probabilities, columns in `RELATIONS` order."""
@@ -115,7 +122,8 @@ class CrossEncoder:
             return np.zeros((0, len(RELATIONS)))
         import torch
 
-        tokenizer, encoder, classifier = self._load()
+        tokenizer, encoder, layers = self._load()
+        classifier = layers[CLASSIFIER]
         # one call at a time: a fast tokenizer shared by threads raises "Already borrowed"
         with self._calls, torch_threads(self.threads), torch.inference_mode():
             logits = pair_logits(tokenizer, encoder, classifier, new, old, max_length=self.max_length)
@@ -128,10 +136,38 @@ def pair_logits(tokenizer: Any, encoder: Any, classifier: Any, new: Sequence[str
     old" (each without its header, `relation_text`) through ``encoder``, mean-pooled over
     the tokens, through ``classifier``. With gradients where the caller enables them: the
     trainer runs it over the LoRA-wrapped encoder, serving over the merged one."""
-    batch = tokenizer([relation_text(t) for t in new], [relation_text(t) for t in old], padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    return classifier(pooled(tokenizer, encoder, [relation_text(t) for t in new], [relation_text(t) for t in old], max_length=max_length))
+
+
+def pooled(tokenizer: Any, encoder: Any, first: Sequence[str], second: Sequence[str] | None = None, *, max_length: int) -> Any:
+    """The mean of ``encoder``'s last hidden states over the tokens of each text, or of each
+    pair "first [SEP] second" (a torch tensor [n, hidden])."""
+    batch = tokenizer(list(first), None if second is None else list(second), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
     hidden = encoder(**batch).last_hidden_state
     mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-    return classifier((hidden * mask).sum(1) / mask.sum(1))
+    return (hidden * mask).sum(1) / mask.sum(1)
+
+
+def merged_minilm(base: str | os.PathLike[str], arrays: Mapping[str, np.ndarray], lora: LoraSpec, threads: int | None) -> tuple[Any, Any]:
+    """(tokenizer, encoder): MiniLM from ``base`` with the adapter in ``arrays`` merged into
+    its weights, in eval mode."""
+    from transformers import AutoModel, AutoTokenizer
+
+    with torch_threads(threads):
+        encoder = AutoModel.from_pretrained(str(base))
+        merge_lora(encoder, arrays, lora)
+        encoder.eval()
+    return AutoTokenizer.from_pretrained(str(base)), encoder
+
+
+def linear_layer(arrays: Mapping[str, np.ndarray], name: str) -> Any:
+    """The torch linear layer stored in ``arrays`` as ``<name>.weight`` and ``<name>.bias``."""
+    import torch
+
+    weight, bias = arrays[f"{name}.weight"], arrays[f"{name}.bias"]
+    layer = torch.nn.Linear(weight.shape[1], weight.shape[0])
+    layer.load_state_dict({"weight": torch.from_numpy(weight), "bias": torch.from_numpy(bias)})
+    return layer
 
 
 def merge_lora(model: Any, arrays: Mapping[str, np.ndarray], lora: LoraSpec) -> int:

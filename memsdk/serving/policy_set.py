@@ -30,7 +30,7 @@ from memsdk.pipeline.decisions import ActivePolicies
 from memsdk.policies import ExtractiveAnswerer, HeuristicExtractor, HeuristicManager, LLMWriter, Manager, NAMED, PolicyConfig, llm_policy_class, load_prompt, plug, split_prompt_id
 from memsdk.policies.cross_encoder import load_relations
 from memsdk.policies.plugged import is_prompt_policy
-from memsdk.pipeline.forget_head import ForgetReader
+from memsdk.pipeline.forget_cross import packaged_reader
 from memsdk.policies.pair_manager import PairManager
 from memsdk.policies.reader import LLMReader, WindowReader
 from memsdk.registry import BASE_VERSION, PACKAGED_DIR, PolicyRegistry, ROLES
@@ -165,7 +165,7 @@ class PolicySet(Generic[B]):
         vectors (the pair manager over MiniLM), so a process holds one copy of the model."""
         self.backends, self._config, self.registry, self._state_path = backends, config, registry, state_path
         self._embedder = embedder
-        self._forget = ForgetReader.over(embedder)
+        self._forget = packaged_reader(embedder)
         self._lock = threading.Lock()
         # "auto" needs the model: known only when the client makes the backend itself
         self._choices = choices = RolePolicies.of(config.policies, model=None if backends.injected else config.model)

@@ -103,13 +103,8 @@ def test_the_shipped_head_says_what_it_was_trained_and_chosen_on() -> None:
     assert manifest["chosen_on"] and manifest["data"]["source"] and len(manifest["data"]["authors"]) >= 2
 
 
-def test_the_recipe_trains_both_heads_on_a_tiny_corpus(tmp_path: Path) -> None:
-    from memsdk_training.recipes.forget_head import ForgetHeadConfig, threshold_at, train
-
-    # the lowest threshold whose positives are right at least 2 times in 3
-    assert threshold_at(np.array([0.9, 0.8, 0.7, 0.6]), np.array([True, False, True, False]), 2 / 3) == 0.7
-    assert threshold_at(np.array([0.9]), np.array([False]), 0.5) == 1.0
-    data = tmp_path / "data"
+def tiny_forget_corpus(data: Path) -> Path:
+    """Two authors' requests and relevance pairs, in the training data's format."""
     data.mkdir()
     for author in "ab":
         requests = [{"text": f"please forget my {w} {author}", "label": "forget", "author": author} for w in ("phone", "knee", "divorce", "salary")]
@@ -119,6 +114,16 @@ def test_the_recipe_trains_both_heads_on_a_tiny_corpus(tmp_path: Path) -> None:
                  for i, (w, m, rel) in enumerate([("knee", "my knee hurts", True), ("knee", "I like tea", False), ("phone", "my phone is 555 0134", True), ("phone", "I ride a bike", False)])]
         (data / f"requests-{author}.jsonl").write_text("\n".join(json.dumps(r) for r in requests))
         (data / f"relevance-{author}.jsonl").write_text("\n".join(json.dumps(p) for p in pairs))
+    return data
+
+
+def test_the_recipe_trains_both_heads_on_a_tiny_corpus(tmp_path: Path) -> None:
+    from memsdk_training.recipes.forget_head import ForgetHeadConfig, threshold_at, train
+
+    # the lowest threshold whose positives are right at least 2 times in 3
+    assert threshold_at(np.array([0.9, 0.8, 0.7, 0.6]), np.array([True, False, True, False]), 2 / 3) == 0.7
+    assert threshold_at(np.array([0.9]), np.array([False]), 0.5) == 1.0
+    data = tiny_forget_corpus(tmp_path / "data")
     manifest = train(ForgetHeadConfig(data_dir=data, out_dir=tmp_path / "head", version="tiny"), HashEmbedder())
     loaded = ForgetHead.load(tmp_path / "head")
     assert manifest["data"]["requests"] == {"other": 8, "forget": 8, "refuse": 4} and manifest["data"]["authors"] == ["a", "b"]

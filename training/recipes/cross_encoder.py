@@ -113,11 +113,11 @@ class CrossTrainResult:
     out: Path
 
 
-def lora_arrays(model: torch.nn.Module, classifier: torch.nn.Linear) -> dict[str, np.ndarray]:
+def lora_arrays(model: torch.nn.Module, classifier: torch.nn.Linear, *, name: str = CLASSIFIER) -> dict[str, np.ndarray]:
     """The adapter of a peft-wrapped encoder as ``<module path>.A`` / ``.B`` arrays (the
     path inside the bare encoder, as `cross_encoder.merge_lora` looks it up) and the
-    classifier's weight and bias."""
-    arrays = {f"{CLASSIFIER}.weight": classifier.weight.detach().numpy().copy(), f"{CLASSIFIER}.bias": classifier.bias.detach().numpy().copy()}
+    classifier's weight and bias, as ``<name>.weight`` / ``<name>.bias``."""
+    arrays = {f"{name}.weight": classifier.weight.detach().numpy().copy(), f"{name}.bias": classifier.bias.detach().numpy().copy()}
     for name, module in model.named_modules():
         if hasattr(module, "lora_A") and "default" in getattr(module, "lora_A", {}):
             path = name.removeprefix("base_model.model.")

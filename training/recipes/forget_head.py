@@ -42,7 +42,7 @@ from sklearn.linear_model import LogisticRegression
 from memsdk.embedding import Embedder, SentenceTransformerEmbedder
 from memsdk.pipeline.forget_head import DEFAULT_HEAD_DIR, FEATURES, INTENTS, relevance_features
 
-__all__ = ["ForgetHeadConfig", "load_data", "held_out", "threshold_at", "train", "main"]
+__all__ = ["ForgetHeadConfig", "load_data", "held_out", "threshold_at", "rates", "train", "main"]
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "forget"
 
@@ -111,7 +111,7 @@ def held_out(x: np.ndarray, y: np.ndarray, authors: np.ndarray, c: float) -> np.
     return probs
 
 
-def _rates(chosen: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+def rates(chosen: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     hits = int((chosen & truth).sum())
     return {"precision": hits / max(int(chosen.sum()), 1), "recall": hits / max(int(truth.sum()), 1), "n": int(truth.size)}
 
@@ -133,7 +133,7 @@ def train(config: ForgetHeadConfig, embedder: Embedder | None = None) -> dict[st
     looked = np.array([re.search(LOOK_FOR, r["text"], re.I) is not None for r in requests])
     wants_forget = (pi.argmax(axis=1) == forget) & looked
     intent_at = threshold_at(np.where(wants_forget, pi[:, forget], 0.0), yi == forget, config.precision)
-    intent_heldout = _rates(wants_forget & (pi[:, forget] >= intent_at), yi == forget)
+    intent_heldout = rates(wants_forget & (pi[:, forget] >= intent_at), yi == forget)
 
     # the relevance head: features of (description, memory) -> about it or not
     xr = np.array([relevance_features(d, m, float(vectors[d] @ vectors[m])) for d, m, _, _ in rows], dtype=np.float32)
@@ -141,7 +141,7 @@ def train(config: ForgetHeadConfig, embedder: Embedder | None = None) -> dict[st
     ar = np.array([a for _, _, _, a in rows])
     pr = held_out(xr, yr, ar, config.c_relevance)[:, 1]
     relevance_at = threshold_at(pr, yr == 1, config.precision)
-    relevance_heldout = _rates(pr >= relevance_at, yr == 1)
+    relevance_heldout = rates(pr >= relevance_at, yr == 1)
 
     intent, relevance = _fit(xi, yi, config.c_intent), _fit(xr, yr, config.c_relevance)
     config.out_dir.mkdir(parents=True, exist_ok=True)
