@@ -90,8 +90,8 @@ def _coming_weekday(value: datetime, name: str, *, today: bool) -> str:
     """The first ``name`` after ``value`` ("next Friday" said on a Saturday is six days on:
     the reading most people mean and calendars apply); ``today``: ``value`` itself may be it
     ("this Friday" said on a Friday)."""
-    ahead = (_WEEKDAYS.index(name.lower()) - value.weekday()) % 7
-    return render_day(value + timedelta(days=ahead if today else ahead or 7))
+    days_on = (_WEEKDAYS.index(name.lower()) - value.weekday()) % 7
+    return render_day(value + timedelta(days=days_on if today else days_on or 7))
 
 
 _DAYS = "(?P<day>" + "|".join(_WEEKDAYS) + ")"
@@ -175,10 +175,10 @@ def with_year(text: str, when: datetime) -> str | None:
     day_text = text.strip().rstrip(".")
     for pattern in _BARE_DAY:
         if m := pattern.fullmatch(day_text):
-            said = parse_when(when) or when
-            days = [day for shift in (-1, 0, 1) if (day := _day(said.year + shift, _month_number(m), int(m["d"])))]
+            said_at = parse_when(when) or when
+            days = [day for shift in (-1, 0, 1) if (day := _day(said_at.year + shift, _month_number(m), int(m["d"])))]
             if not days:  # 31 February
                 return None
-            nearest = min(days, key=lambda day: abs(day - said))
+            nearest = min(days, key=lambda day: abs(day - said_at))
             return f"{day_text}{',' if pattern is _BARE_DAY[1] else ''} {nearest.year}"
     return None

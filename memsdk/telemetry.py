@@ -105,7 +105,7 @@ class Telemetry:
 
             yield done
 
-    def finished(self, operation: str, *, latency_s: float, versions: Mapping[str, str], fallback: bool, failures: int) -> None:
+    def record_outcome(self, operation: str, *, latency_s: float, versions: Mapping[str, str], fallback: bool, failures: int) -> None:
         """What a call came to: on its span (the current one), and in the metrics."""
         if self._tracer is None:
             return

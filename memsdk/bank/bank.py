@@ -170,9 +170,9 @@ class MemoryBank:
         # too) and swaps them in, which must not happen under another scope's read-plan-write cycle
         with self._locks.writing_all():
             n = self.transport.count(codec.memories(scope))
-            said = {content_hash(r.text) for r in self._scroll_records(codec.memories(scope, tier=Tier.EPISODIC.value))}
-            if said and scope.run_id is not None:  # without a run_id a context comes from the scope itself
-                self._unquote(said, self._siblings(scope))
+            turn_hashes = {content_hash(r.text) for r in self._scroll_records(codec.memories(scope, tier=Tier.EPISODIC.value))}
+            if turn_hashes and scope.run_id is not None:  # without a run_id a context comes from the scope itself
+                self._unquote(turn_hashes, self._siblings(scope))
             with self._locks.store_lock:
                 self.transport.delete(codec.scope_points(scope))  # one operation: a crash leaves all or none
                 self.transport.purge()
@@ -183,11 +183,11 @@ class MemoryBank:
         keys = self.transport.scope_keys(MAX_SCOPES_LIMIT, include_deleted=True, run_id=scope.run_id)
         return [s for k in keys if (s := scope_of_key(k)) != scope]
 
-    def _unquote(self, said: set[str], scopes: Iterable[Scope]) -> None:
+    def _unquote(self, turn_hashes: set[str], scopes: Iterable[Scope]) -> None:
         """Index again from their own words the episodic records of ``scopes`` that were indexed
-        after a text whose content hash is in ``said``; no history event: events never held it.
+        after a text whose content hash is in ``turn_hashes``; no history event: events never held it.
         A scan of each scope's episodic tier: forgets and erases are rare, a scope's turns few."""
-        quoting = [r for s in scopes for r in self._scroll_records(codec.memories(s, tier=Tier.EPISODIC.value)) if r.context_hash in said]
+        quoting = [r for s in scopes for r in self._scroll_records(codec.memories(s, tier=Tier.EPISODIC.value)) if r.context_hash in turn_hashes]
         if quoting:
             points = self._index.record_points([r.model_copy(update={"context_hash": None}) for r in quoting])
             with self._locks.store_lock:
@@ -231,12 +231,12 @@ class MemoryBank:
         At most `ADJACENT_LIMIT` turns each way, the latest stored."""
         scope = as_scope(scope)
         records = builtins.list(records)
-        said = frozenset(h for r in records if (h := r.context_hash) is not None)
-        heard = frozenset(r.content_hash for r in records)
+        before_hashes = frozenset(h for r in records if (h := r.context_hash) is not None)
+        own_hashes = frozenset(r.content_hash for r in records)
         found: dict[uuid.UUID, MemoryRecord] = {}
         for where in (
-            codec.memories(scope, deleted=False, tier=Tier.EPISODIC.value, content_hashes=said) if said else None,
-            codec.memories(scope, deleted=False, tier=Tier.EPISODIC.value, context_hashes=heard) if heard else None,
+            codec.memories(scope, deleted=False, tier=Tier.EPISODIC.value, content_hashes=before_hashes) if before_hashes else None,
+            codec.memories(scope, deleted=False, tier=Tier.EPISODIC.value, context_hashes=own_hashes) if own_hashes else None,
         ):
             if where is not None:
                 turns = sorted(self._scroll_records(where), key=lambda r: r.created_at)[-ADJACENT_LIMIT:]

@@ -104,10 +104,10 @@ class Indexer:
         cached embedder answers the context (the previous turn, embedded when it was ingested),
         the headers, and a fact that copies its turn: one embedding per ingested turn."""
         contexts = contexts or {}
-        said = {r.id: c.parts for r in records if (c := contexts.get(r.id))}
+        context_parts = {r.id: c.parts for r in records if (c := contexts.get(r.id))}
         # records and ops were validated when made: no second check on the write path
-        vectors = self.shown_vectors([*(r.shown_parts() for r in records), *said.values()])
-        out, after = vectors[: len(records)], dict(zip(said, vectors[len(records) :]))
+        vectors = self.shown_vectors([*(r.shown_parts() for r in records), *context_parts.values()])
+        out, after = vectors[: len(records)], dict(zip(context_parts, vectors[len(records) :]))
         for i, r in enumerate(records):
             if r.id in after:
                 out[i] = _unit(out[i] + CONTEXT_WEIGHT * after[r.id])

@@ -104,21 +104,21 @@ class AsyncMemoryClient(BaseClient[AsyncLoRABackend]):
         results = []
         with tqdm(total=len(items), desc="ingest", unit="turn", disable=not (progress if progress is not None else len(items) > 1)) as bar:
             for chunk in batched(items, EMBED_AHEAD):
-                ahead = await self._run(self._embed_ahead(chunk))
+                embedding_s = await self._run(self._embed_ahead(chunk))
                 for turn in chunk:
-                    results.append(await self._ingest_one(turn, scope_of(turn), ahead))
+                    results.append(await self._ingest_one(turn, scope_of(turn), embedding_s))
                     bar.update()
         return results[0] if single else results
 
-    async def _ingest_one(self, turn: Any, scope: Any, ahead: float = 0.0) -> IngestResult:
-        started, timings = time.perf_counter() - ahead, Timings(embedding=ahead)
+    async def _ingest_one(self, turn: Any, scope: Any, embedding_s: float = 0.0) -> IngestResult:
+        started, timings = time.perf_counter() - embedding_s, Timings(embedding=embedding_s)
         with self._telemetry.operation("ingest", [scope]):
             async with self._scope_locks[self._stripe(scope)]:
-                seen, whose = self._recent.of(scope)
+                seen, seen_scopes = self._recent.of(scope)
                 active = self._policies.active()
                 outcome = await self._run(self._ingest_steps(turn, seen, scope, active), timings)
                 self._recent.add(scope, turn)
-            return await self._run(ingest_result(self, turn, seen, whose, scope, active, outcome, started, timings), timings)
+            return await self._run(ingest_result(self, turn, seen, seen_scopes, scope, active, outcome, started, timings), timings)
 
     async def answer(self, question: str, *, scope: ScopeLike | Sequence[ScopeLike]) -> AnswerResult:
         self._check_open()

@@ -17,7 +17,7 @@ from memsdk.client.reading import ReadPlan, as_source, plan_read
 from memsdk.client.results import ReadResult
 from memsdk.effects import Call, Effect
 from memsdk.interactions import Trajectory
-from memsdk.pipeline.decisions import decided
+from memsdk.pipeline.decisions import decide_with_fallback
 from memsdk.pipeline.ingest import applied_ops
 from memsdk.registry import BASE_VERSION
 from memsdk.types import Actor, utcnow
@@ -35,7 +35,7 @@ def read_plan(client: BaseClient[Any], source: Any, scope: ScopeLike, budget_tok
 
 def read_chunk(reader: Any, plan: ReadPlan, chunk: str) -> Generator[Effect, Any, None]:
     """One chunk read into the plan's memory (the reader's rewrite), its progress saved."""
-    step = yield from decided(reader, "rewrite", plan.memory, chunk, plan.budget_tokens)
+    step = yield from decide_with_fallback(reader, "rewrite", plan.memory, chunk, plan.budget_tokens)
     yield Call(plan.advance, (step,), stage="store")
 
 
@@ -50,7 +50,7 @@ def reader_actor(reader: Any) -> Actor:
 
 
 def read_result(client: BaseClient[Any], plan: ReadPlan, reader: Any, transition: Any, started: float, timings: Timings) -> Generator[Effect, Any, ReadResult]:
-    yield Call(plan.finished, stage="store")  # the progress file goes: a read of the same input starts over
+    yield Call(plan.remove_progress, stage="store")  # the progress file goes: a read of the same input starts over
     versions = {"reader": reader_actor(reader).version or BASE_VERSION}
     latency = time.perf_counter() - started
     trajectory = yield from client._record(

@@ -60,7 +60,7 @@ class ReadPlan:
         tmp.write_text(json.dumps({"chunks": len(self.chunks), "done": self.done, "memory": self.memory}))
         os.replace(tmp, self.path)
 
-    def finished(self) -> None:
+    def remove_progress(self) -> None:
         self.path.unlink(missing_ok=True)
 
 

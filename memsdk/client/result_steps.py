@@ -27,7 +27,7 @@ def ingest_result(
     """The ingest's result, its trajectory logged. ``timings`` is the dict the twin's runner
     books stages to, this step's log write included."""
     latency = time.perf_counter() - started
-    client._telemetry.finished("ingest", latency_s=latency, versions=active.versions, fallback=outcome.fallback, failures=len(outcome.failures))
+    client._telemetry.record_outcome("ingest", latency_s=latency, versions=active.versions, fallback=outcome.fallback, failures=len(outcome.failures))
     trajectory = yield from client._record(
         Trajectory(
             kind="ingest",
@@ -59,7 +59,7 @@ def ingest_result(
 
 def answer_result(client: BaseClient[Any], question: str, scopes: list[Scope], active: ActivePolicies, outcome: AnswerOutcome, started: float, timings: Timings) -> Generator[Effect, Any, AnswerResult]:
     a = outcome.answer
-    client._telemetry.finished("answer", latency_s=time.perf_counter() - started, versions=active.versions, fallback=a.fallback, failures=0)
+    client._telemetry.record_outcome("answer", latency_s=time.perf_counter() - started, versions=active.versions, fallback=a.fallback, failures=0)
     trajectory = yield from client._record(
         Trajectory(
             kind="answer",

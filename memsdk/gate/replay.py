@@ -27,7 +27,7 @@ from memsdk.effects import Runner, arun, run
 from memsdk.embedding.base import Embedder
 from memsdk.gate.states import AnswerCase, ManagerCase
 from memsdk.gate.stats import SideResult
-from memsdk.pipeline import ActivePolicies, IngestOutcome, answer_steps, decided, ingest_steps
+from memsdk.pipeline import ActivePolicies, IngestOutcome, answer_steps, decide_with_fallback, ingest_steps
 from memsdk.policies import Answer, Answerer, Extraction, Manager
 from memsdk.scoring import bleu1, exact_match, token_f1
 from memsdk.types import Turn
@@ -142,7 +142,7 @@ def replay_answerer(answerer: Answerer, version: str, cases: Sequence[AnswerCase
     answers, latencies = [], []
     for case in _bar(cases, version):
         started = time.perf_counter()
-        answers.append(run(decided(answerer, "answer", case.question, case.memories)))
+        answers.append(run(decide_with_fallback(answerer, "answer", case.question, case.memories)))
         latencies.append(time.perf_counter() - started)
     return _side(version, cases, answers, latencies)
 
@@ -151,6 +151,6 @@ async def areplay_answerer(answerer: Answerer, version: str, cases: Sequence[Ans
     answers, latencies = [], []
     for case in _bar(cases, version):
         started = time.perf_counter()
-        answers.append(await arun(decided(answerer, "answer", case.question, case.memories)))
+        answers.append(await arun(decide_with_fallback(answerer, "answer", case.question, case.memories)))
         latencies.append(time.perf_counter() - started)
     return _side(version, cases, answers, latencies)

@@ -6,10 +6,11 @@ March 2025)": an answer to a question about the present ("where does she live no
 that only their replacements hold, is asked for again of the other side of the change
 (`second_look`, applied in `memsdk.pipeline.retrieval.answer_steps`, which keeps the second
 answer only when that side holds it). The answerer's text is then
-checked against the memories it was shown (`finished`), for three mistakes the memory itself
-can settle: a part of an identifier for the whole (`whole_value`), the value a correction
-says is wrong ("Hanna, not Anna" answered "Anna": `corrected`), and a relative day or a day
-without its year (`dated`: "Friday" -> "Friday (31 May 2024)", "19 April" -> "19 April 2025"). The model's own reply stays in its logged call.
+checked against the memories it was shown, in this order (`answer_steps` applies them), for
+three mistakes the memory itself can settle: a part of an identifier for the whole
+(`whole_value`), the value a correction says is wrong ("Hanna, not Anna" answered "Anna":
+`apply_correction`), and a relative day or a day without its year (`complete_date`: "Friday"
+-> "Friday (31 May 2024)", "19 April" -> "19 April 2025"). The model's own reply stays in its logged call.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from memsdk.pipeline.personal_data import DataKind, values
 from memsdk.policies import UNKNOWN, Answer
 from memsdk.types import MemoryRecord, ScoredMemory
 
-__all__ = ["IDENTIFIERS", "asks_now", "asks_before", "holders", "second_look", "finished", "whole_value", "corrected", "dated"]
+__all__ = ["IDENTIFIERS", "asks_now", "asks_before", "holders", "second_look", "whole_value", "apply_correction", "complete_date"]
 
 #: the kinds of personal data whose every character counts: a part of one is no answer
 #: (`whole_value`); a date, an address or a place can be asked for in part ("which year?")
@@ -63,7 +64,7 @@ def asks_before(question: str) -> bool:
     return _BEFORE.search(question) is not None
 
 
-def _said(answer: Answer) -> str:
+def _answer_text(answer: Answer) -> str:
     """The answer's text as a memory would hold it: without the spaces and the full stop a
     model puts around it."""
     return answer.text.strip().rstrip(".")
@@ -71,10 +72,10 @@ def _said(answer: Answer) -> str:
 
 def holders(answer: Answer, shown: Sequence[ScoredMemory]) -> list[MemoryRecord]:
     """The memories of ``shown`` that hold ``answer``'s text (none for "unknown")."""
-    said = _said(answer).casefold()
-    if len(said) < 2 or said == UNKNOWN:
+    value = _answer_text(answer).casefold()
+    if len(value) < 2 or value == UNKNOWN:
         return []
-    return [h.record for h in shown if said in h.record.text.casefold()]
+    return [h.record for h in shown if value in h.record.text.casefold()]
 
 
 def _replaced(record: MemoryRecord, history: Sequence[ScoredMemory]) -> bool:
@@ -111,11 +112,6 @@ def second_look(question: str, answer: Answer, shown: Sequence[ScoredMemory]) ->
     return None
 
 
-def finished(question: str, answer: Answer, shown: Sequence[ScoredMemory]) -> Answer:
-    """``answer`` made `whole_value`, then `corrected`, then `dated`."""
-    return dated(corrected(question, whole_value(answer, shown, question), shown), shown)
-
-
 def _cited_first(answer: Answer, shown: Sequence[ScoredMemory]) -> list[MemoryRecord]:
     """The memories the answer cited, then the rest it was shown: where its text came from."""
     return [*answer.evidence, *(h.record for h in shown)]
@@ -131,7 +127,7 @@ def whole_value(answer: Answer, shown: Sequence[ScoredMemory], question: str = "
     conversation holds such a value, so its F1 cannot move.) A postal address is made whole
     too when ``question`` asks for one ("where should mail for Lina go?": "Birch Road" ->
     "27 Birch Road"), not when it may ask for a part ("which street does she live on?")."""
-    part = _said(answer).casefold()
+    part = _answer_text(answer).casefold()
     if len(part) < 3:
         return answer
     kinds = (IDENTIFIERS | {DataKind.POSTAL_ADDRESS}) if _ASKS_ADDRESS.search(question) else IDENTIFIERS
@@ -150,32 +146,32 @@ _ABOUT_MISTAKE = re.compile(r"\b(?:not|never|wrong|mistake|mistaken|typo|misspel
 _LEADING_FILLER = re.compile(r"^(?:(?:a|an|the|my|his|her|their|our|your)\s+)+", re.I)
 
 
-def _correction_of(text: str, said: str) -> str | None:
-    """What ``text`` says instead of ``said`` when it corrects it: the correction `classify`
-    reads ("my sister's name is Hanna, not Anna"), else "X, not <said>" with X the as many
-    words before the comma as ``said`` has ("I drive a VW Golf, not Ford Focus": the rules
+def _correction_of(text: str, value: str) -> str | None:
+    """What ``text`` says instead of ``value`` when it corrects it: the correction `classify`
+    reads ("my sister's name is Hanna, not Anna"), else "X, not <value>" with X the as many
+    words before the comma as ``value`` has ("I drive a VW Golf, not Ford Focus": the rules
     leave a long X to the manager; here the answer says how long it is)."""
     intent = classify(text)
-    if isinstance(intent, Correction) and intent.wrong.casefold() == said.casefold():
+    if isinstance(intent, Correction) and intent.wrong.casefold() == value.casefold():
         return intent.right
-    m = re.search(r"(?P<before>[^.!?;:\n]+?)\s*,\s*not\s+(?:(?:a|an|the|my|his|her|their|our)\s+)?" + re.escape(said) + r"(?!\w)", text, re.I)
+    m = re.search(r"(?P<before>[^.!?;:\n]+?)\s*,\s*not\s+(?:(?:a|an|the|my|his|her|their|our)\s+)?" + re.escape(value) + r"(?!\w)", text, re.I)
     if m is None:
         return None
-    words = m["before"].split()[-len(said.split()):]
+    words = m["before"].split()[-len(value.split()):]
     right = _LEADING_FILLER.sub("", " ".join(words)).strip()
-    return right if right and right.casefold() != said.casefold() else None
+    return right if right and right.casefold() != value.casefold() else None
 
 
-def corrected(question: str, answer: Answer, shown: Sequence[ScoredMemory]) -> Answer:
+def apply_correction(question: str, answer: Answer, shown: Sequence[ScoredMemory]) -> Answer:
     """The answer, or what a current memory says instead of it when that memory corrects it:
     a 135M answerer asked for Leo's sister reads "my sister's name is Hanna, not Anna" and
     answers "Anna". A correction says the wrong value was never true, so this holds for
     questions about the past as well; not for questions about the mistake itself."""
-    said = _LEADING_FILLER.sub("", _said(answer)).strip()
-    if len(said) < 2 or _ABOUT_MISTAKE.search(question):
+    value = _LEADING_FILLER.sub("", _answer_text(answer)).strip()
+    if len(value) < 2 or _ABOUT_MISTAKE.search(question):
         return answer
     for record in _cited_first(answer, shown):
-        if record.current and (right := _correction_of(record.text, said)):
+        if record.current and (right := _correction_of(record.text, value)):
             return replace(answer, text=right)
     return answer
 
@@ -183,32 +179,32 @@ def corrected(question: str, answer: Answer, shown: Sequence[ScoredMemory]) -> A
 _WEEKDAY = re.compile(r"(?:(?:next|this|last|on)\s+)?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)", re.I)
 
 
-def _resolved(said: str, record: MemoryRecord, rendered: str) -> str | None:
+def _resolved(value: str, record: MemoryRecord, rendered: str) -> str | None:
     """The date the memory's rendering (``rendered``) gives a relative day the answer copied
     ("Friday" from "my meeting is next Friday (31 May 2024)"), else None."""
-    if not (_WEEKDAY.fullmatch(said) or resolve_relative(said, record.valid_from) != said):
+    if not (_WEEKDAY.fullmatch(value) or resolve_relative(value, record.valid_from) != value):
         return None
-    m = re.search(re.escape(said) + r" \(([^()]{4,60})\)", rendered, re.I)
+    m = re.search(re.escape(value) + r" \(([^()]{4,60})\)", rendered, re.I)
     # only a date the rendering added: "Friday (the 31st)" as the speaker wrote it is theirs
     return m[1] if m is not None and m[0].casefold() not in record.text.casefold() else None
 
 
-def dated(answer: Answer, shown: Sequence[ScoredMemory]) -> Answer:
+def complete_date(answer: Answer, shown: Sequence[ScoredMemory]) -> Answer:
     """The answer with the date it means, from the first memory (cited first) that holds it:
     a relative day with the date the memory resolved it to ("Friday" -> "Friday (31 May
     2024)", `memsdk.dates.resolve_relative`); a day without a year with the year written
     after it there ("19 April, 2025"), else the year that puts it nearest when the memory
     was said ("19 April" -> "19 April 2025", `with_year`)."""
-    said = _said(answer)
+    value = _answer_text(answer)
     for record in _cited_first(answer, shown):
         text = record.render()
-        if (at := text.casefold().find(said.casefold())) < 0:
+        if (at := text.casefold().find(value.casefold())) < 0:
             continue
-        if meaning := _resolved(said, record, text):
-            return replace(answer, text=f"{said} ({meaning})")
-        if (full := with_year(said, record.valid_from)) is None:
+        if meaning := _resolved(value, record, text):
+            return replace(answer, text=f"{value} ({meaning})")
+        if (full := with_year(value, record.valid_from)) is None:
             return answer  # not a day without its year
-        if written := re.match(r",?\s+\d{4}\b", text[at + len(said):]):
-            full = said + written[0]
+        if written := re.match(r",?\s+\d{4}\b", text[at + len(value):]):
+            full = value + written[0]
         return replace(answer, text=full)
     return answer

@@ -13,7 +13,7 @@ from memsdk.pipeline.forget_head import ForgetReading
 from memsdk.policies import Answerer, Extractor, Manager
 from memsdk.policies.writer import Writer
 
-__all__ = ["ActivePolicies", "decided"]
+__all__ = ["ActivePolicies", "decide_with_fallback"]
 
 log = logging.getLogger("memsdk.policies")
 
@@ -35,7 +35,7 @@ class ActivePolicies:
     forget: ForgetReading | None = None
 
 
-def decided(policy: Any, method: str, *args: Any, **kw: Any) -> Steps[Any]:
+def decide_with_fallback(policy: Any, method: str, *args: Any, **kw: Any) -> Steps[Any]:
     """A policy's decision as effects, with the role's fallback: an LLM policy's ``steps``
     (its `Chat` requests), a policy without a model called as it is (``method``). When the
     backend is unavailable (`PolicyUnavailable`, after the backend's own retries) and the

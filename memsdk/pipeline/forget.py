@@ -232,11 +232,11 @@ def _corrected(correction: Correction, text: str) -> str:
     found = re.search(rf"(?<!\w){re.escape(correction.wrong)}(?!\w)", text, re.I)
     if found is None:
         return text
-    said = split_words(text[: found.start()])
-    stems = {w[:3] for w in said if len(w) >= 3}
+    words_before = split_words(text[: found.start()])
+    stems = {w[:3] for w in words_before if len(w) >= 3}
 
     def restated(word: str) -> bool:
-        return word in _SUBJECT or word in said or (len(word) >= 3 and word[:3] in stems)
+        return word in _SUBJECT or word in words_before or (len(word) >= 3 and word[:3] in stems)
 
     right = correction.right.split()
     while len(right) > len(correction.wrong.split()) and restated(right[0].lower().strip(",")):
@@ -347,9 +347,9 @@ def corrected_copy(new: str, old: str) -> str | None:
             swaps[olds[0]] = news[0]
     if not swaps:
         return None
-    said = {word_key(w) for w in split_words(new_body)}
+    new_words = {word_key(w) for w in split_words(new_body)}
     kept = values_of(body) - values_of(" ".join(swaps))
-    if not any(not {word_key(w) for w in split_words(v)} <= said for v in kept):
+    if not any(not {word_key(w) for w in split_words(v)} <= new_words for v in kept):
         return None
     for wrong, right in swaps.items():
         body = re.sub(rf"(?<!\w){re.escape(wrong)}(?!\w)", right, body)

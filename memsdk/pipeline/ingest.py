@@ -24,7 +24,7 @@ from memsdk.effects import Apply, Done, Effect, Lookup, R, Search, resume
 from memsdk.errors import Conflict, InvalidInput, MemoryNotFound, PolicyError
 from memsdk.grounding import cited_turns
 from memsdk.interactions.types import AppliedOp
-from memsdk.pipeline.decisions import ActivePolicies, decided
+from memsdk.pipeline.decisions import ActivePolicies, decide_with_fallback
 from memsdk.pipeline.forget import Correction, Forget, classify, corrected_copy
 from memsdk.pipeline.forget_head import ForgetReading
 from memsdk.pipeline.forget_request import ForgetPlan, forget_targets
@@ -170,7 +170,7 @@ def ingest_steps(
     if not stated:
         return out
     try:
-        extraction: Extraction = yield from decided(policies.extractor, "extract", stated[-1], [*context, *stated[:-1]])
+        extraction: Extraction = yield from decide_with_fallback(policies.extractor, "extract", stated[-1], [*context, *stated[:-1]])
     except PolicyError as exc:
         if not episodic:
             raise  # the turn is stored nowhere: only the caller can keep it now
@@ -195,8 +195,8 @@ def ingest_steps(
             continue
         if transition is not None:
             out.ops += applied_ops(transition)
-            said = [requests[chunk.index(turn)] for f in facts for turn in cited[f] if turn in chunk]  # the turns stating them
-            yield from _retire_copied_turns(transition, scope, said[-1] if said else requests[-1], out)
+            stating_turns = [requests[chunk.index(turn)] for f in facts for turn in cited[f] if turn in chunk]
+            yield from _retire_copied_turns(transition, scope, stating_turns[-1] if stating_turns else requests[-1], out)
             yield from _keep_corrected(transition, scope, when, actor, out)
     return out
 
@@ -357,7 +357,7 @@ def _settle(facts: Sequence[str], when: datetime | None, scope: Scope, manager: 
     for attempt in range(1, APPLY_ATTEMPTS + 1):
         related: list[ScoredMemory] = yield from related_steps(scope, facts, related_k)
         looked_up: list[ScoredMemory] = []
-        decision: Decision = yield from _with_lookups(decided(manager, "decide", list(facts), related, source_turn_ids=turn_ids), scope, looked_up)
+        decision: Decision = yield from _with_lookups(decide_with_fallback(manager, "decide", list(facts), related, source_turn_ids=turn_ids), scope, looked_up)
         out.calls += decision.calls
         out.fallback |= decision.fallback
         ops, refused = check_ops(decision.ops, [*related, *looked_up])  # whoever wrote the manager

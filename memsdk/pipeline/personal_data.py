@@ -5,8 +5,11 @@ keep my card number", "I'd rather you didn't store anything about my diagnosis".
 answers let the forget path act on that: `detect` says which kinds a memory holds a value of
 (`values`: and which values),
 `kinds_named` which kinds a request's subject names, and `topic_terms` / `states_topic` which
-word stems state a sensitive topic the request names (the lead combines these with embedding
-similarity; this module does no I/O and imports nothing but the standard library).
+word stems state a sensitive topic the request names. The forget rules
+(`memsdk.pipeline.forget`) match a memory on these answers or on the request's own words,
+with no embedding; the trained relevance head (`memsdk.pipeline.forget_head`) takes the kind
+and topic matches as two of its features. This module does no I/O and imports nothing but
+the standard library and `memsdk.dates`.
 
 What `detect` catches (each has a test):
 - PHONE: "+" international numbers ("+1 (415) 555-0134", "+44 7700 900123"), North American
@@ -39,7 +42,8 @@ its parts split at "and" / "or" / commas, after framing words ("anything about",
 "what I said about", "could you not keep"): "my phone number anywhere", "my home address, I
 don't want it stored", "e-mail address", "DOB", "card details", "bank details", "SSN".
 "where I live" names POSTAL_ADDRESS: the user wants the address gone, and a home city in
-prose is left to the literal and embedding matches. "contact details" names PHONE, EMAIL and
+prose is left to the match on the request's own words and to the trained reader where one
+is served (`memsdk.pipeline.forget_request`). "contact details" names PHONE, EMAIL and
 POSTAL_ADDRESS; "personal details" / "personal info" name every kind (a card number is
 personal data too, and forgetting errs on the side of forgetting); "payment details" names
 CARD_NUMBER and ACCOUNT_NUMBER; "the email I sent about X" is a message and names nothing.

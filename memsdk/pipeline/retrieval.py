@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from memsdk.effects import Adjacent, Effect, Search
-from memsdk.pipeline.decisions import ActivePolicies, decided
-from memsdk.pipeline.answers import finished, holders, second_look
+from memsdk.pipeline.decisions import ActivePolicies, decide_with_fallback
+from memsdk.pipeline.answers import apply_correction, complete_date, holders, second_look, whole_value
 from memsdk.policies import UNKNOWN, Answer
 from memsdk.types import MemoryRecord, Scope, ScoredMemory, Tier
 
@@ -73,7 +73,8 @@ class AnswerOutcome:
 
 
 def answer_steps(question: str, scopes: Sequence[Scope], policies: ActivePolicies, answer_k: int, *, tiers: bool = True, hybrid: bool = True) -> Generator[Effect, Any, AnswerOutcome]:
-    """`retrieve_steps`, then the answerer, its answer `finished` against what it was shown. An
+    """`retrieve_steps`, then the answerer, its answer checked against what it was shown
+    (`memsdk.pipeline.answers`: the whole value, a correction, the date). An
     answer from the wrong side of a change is asked for again of the other side
     (`second_look`): one more call, on those answers only, whose answer is kept when that
     side holds it (else the first answer stands: a second look must not invent). A scope
@@ -81,14 +82,16 @@ def answer_steps(question: str, scopes: Sequence[Scope], policies: ActivePolicie
     shown = yield from retrieve_steps(question, scopes, answer_k, tiers=tiers, hybrid=hybrid)
     if not shown:  # an empty memory: no model is asked, so none can invent an answer
         return AnswerOutcome(Answer(UNKNOWN, []), shown)
-    answer: Answer = yield from decided(policies.answerer, "answer", question, shown)
+    answer: Answer = yield from decide_with_fallback(policies.answerer, "answer", question, shown)
     seen = shown
     if (other := second_look(question, answer, shown)) is not None:
-        again: Answer = yield from decided(policies.answerer, "answer", question, other)
+        again: Answer = yield from decide_with_fallback(policies.answerer, "answer", question, other)
         calls = [*answer.calls, *again.calls]  # both are logged and counted
         kept = holders(again, other)
         answer, seen = replace(again if kept else answer, calls=calls), other if kept else shown
-    return AnswerOutcome(finished(question, answer, seen), shown)
+    answer = whole_value(answer, seen, question)
+    answer = apply_correction(question, answer, seen)
+    return AnswerOutcome(complete_date(answer, seen), shown)
 
 
 def retrieve_steps(question: str, scopes: Sequence[Scope], k: int, *, tiers: bool = True, hybrid: bool = True) -> Generator[Effect, Any, list[ScoredMemory]]:

@@ -157,7 +157,7 @@ class LLMAnswerer:
 
     @staticmethod
     def prompt_values(question: str, memories: Sequence[ScoredMemory]) -> dict[str, str]:
-        return {"question": question[:MAX_QUESTION_CHARS], "memories": render_memories(memories, dated=True)}
+        return {"question": question[:MAX_QUESTION_CHARS], "memories": render_memories(memories, render_records=True)}
 
     def _finish(self, value: AnswerOut | None, call: PolicyCall, memories: Sequence[ScoredMemory]) -> Answer:
         if value is None:

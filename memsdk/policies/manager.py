@@ -104,11 +104,11 @@ class OpGuard:
     min_kept: float = 0.3
 
 
-def render_memories(memories: Sequence[ScoredMemory], *, dated: bool = False) -> str:
-    """``[i] text`` per memory. ``dated``: with speaker, date and relative dates resolved
+def render_memories(memories: Sequence[ScoredMemory], *, render_records: bool = False) -> str:
+    """``[i] text`` per memory. ``render_records``: with speaker, date and relative dates resolved
     (`MemoryRecord.render`), as the answerer needs them; the manager sees the bare text it
     may rewrite."""
-    text = (lambda m: m.record.render()) if dated else (lambda m: m.record.text)
+    text = (lambda m: m.record.render()) if render_records else (lambda m: m.record.text)
     return "\n".join(f"[{i}] {text(m)[:MEMORY_CHARS]}" for i, m in enumerate(memories)) or "(none)"
 
 

@@ -1,6 +1,6 @@
 """What a question asks of time (`asks_now`), and what an answer is made before it is
-returned: the whole identifier (`whole_value`), the corrected value (`corrected`), the day
-with its year (`dated`)."""
+returned: the whole identifier (`whole_value`), the corrected value (`apply_correction`), the
+day with its year (`complete_date`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import uuid
 from datetime import UTC, datetime
 
 from memsdk.pipeline.personal_data import DataKind, values
-from memsdk.pipeline.answers import asks_before, asks_now, corrected, dated, finished, holders, second_look, whole_value
+from memsdk.pipeline.answers import apply_correction, asks_before, asks_now, complete_date, holders, second_look, whole_value
 from memsdk.policies import Answer
 from memsdk.types import MemoryRecord, Scope, ScoredMemory, Tier, content_hash
 
@@ -81,7 +81,7 @@ def test_a_question_about_the_present_is_told_from_one_about_the_past() -> None:
 
 def reply(question: str, text: str, memories: list[ScoredMemory], evidence: int | None = None) -> str:
     cited = [] if evidence is None else [memories[evidence].record]
-    return corrected(question, Answer(text, cited), memories).text
+    return apply_correction(question, Answer(text, cited), memories).text
 
 
 def test_the_value_a_correction_calls_wrong_is_answered_with_the_right_one() -> None:
@@ -111,22 +111,24 @@ def test_an_answer_no_current_memory_corrects_is_left_as_answered() -> None:
 def test_a_day_without_its_year_gets_the_year_it_was_said_in() -> None:
     said = datetime(2025, 3, 20, tzinfo=UTC)
     race = shown("Leo: The Lisbon half marathon is on 19 April, not 12 April.", said=said)
-    assert dated(Answer("19 April", []), [race]).text == "19 April 2025"
-    assert dated(Answer("April 19", []), [shown("Leo: the race is on April 19", said=said)]).text == "April 19, 2025"
+    assert complete_date(Answer("19 April", []), [race]).text == "19 April 2025"
+    assert complete_date(Answer("April 19", []), [shown("Leo: the race is on April 19", said=said)]).text == "April 19, 2025"
     # the year written after the day wins over the time it was said
-    assert dated(Answer("3 March", []), [shown("Leo (on 1 May 2025): we met on 3 March 2024.", said=said)]).text == "3 March 2024"
+    assert complete_date(Answer("3 March", []), [shown("Leo (on 1 May 2025): we met on 3 March 2024.", said=said)]).text == "3 March 2024"
     # late in a year, an early day is the next year's; early in a year, a late day last year's
-    assert dated(Answer("5 January", []), [shown("Ann: the exam is on 5 January", said=datetime(2024, 12, 20, tzinfo=UTC))]).text == "5 January 2025"
-    assert dated(Answer("28 December", []), [shown("Ann: we met on 28 December", said=datetime(2026, 1, 3, tzinfo=UTC))]).text == "28 December 2025"
+    assert complete_date(Answer("5 January", []), [shown("Ann: the exam is on 5 January", said=datetime(2024, 12, 20, tzinfo=UTC))]).text == "5 January 2025"
+    assert complete_date(Answer("28 December", []), [shown("Ann: we met on 28 December", said=datetime(2026, 1, 3, tzinfo=UTC))]).text == "28 December 2025"
     for text in ("19 April 2025", "Friday", "19", "Lisbon", "31 February"):
-        assert dated(Answer(text, []), [shown(f"Leo: {text} and 19 April", said=said)]).text == text
-    assert dated(Answer("19 April", []), [shown("Leo: nothing about it", said=said)]).text == "19 April"  # no memory holds it
+        assert complete_date(Answer(text, []), [shown(f"Leo: {text} and 19 April", said=said)]).text == text
+    assert complete_date(Answer("19 April", []), [shown("Leo: nothing about it", said=said)]).text == "19 April"  # no memory holds it
 
 
-def test_finished_mends_a_corrected_day_and_gives_it_its_year() -> None:
+def test_the_rewrites_in_answer_steps_order_mend_a_corrected_day_and_give_it_its_year() -> None:
     said = datetime(2025, 3, 20, tzinfo=UTC)
     race = shown("Leo: Also, the race date was wrong. The Lisbon half marathon is on 19 April, not 12 April.", said=said)
-    assert finished("When is the Lisbon half marathon?", Answer("12 April", [race.record]), [race]).text == "19 April 2025"
+    question = "When is the Lisbon half marathon?"
+    answer = whole_value(Answer("12 April", [race.record]), [race], question)
+    assert complete_date(apply_correction(question, answer, [race]), [race]).text == "19 April 2025"
 
 
 def test_an_answer_from_the_wrong_side_of_a_change_gets_a_second_look() -> None:
@@ -161,9 +163,9 @@ def test_questions_about_before_are_told_apart() -> None:
 def test_a_relative_day_gets_the_date_the_memory_resolved_it_to() -> None:
     said = datetime(2024, 5, 25, tzinfo=UTC)  # a Saturday
     meeting = shown("Fatima: My parent-teacher meeting is next Friday.", said=said)
-    assert dated(Answer("Friday", []), [meeting]).text == "Friday (31 May 2024)"
-    assert dated(Answer("next Friday", []), [meeting]).text == "next Friday (31 May 2024)"
+    assert complete_date(Answer("Friday", []), [meeting]).text == "Friday (31 May 2024)"
+    assert complete_date(Answer("next Friday", []), [meeting]).text == "next Friday (31 May 2024)"
     # a date the speaker wrote is theirs, and a word that is no relative day is left alone
     own = shown("Fatima: the meeting is on Friday (the 31st).", said=said)
-    assert dated(Answer("Friday", []), [own]).text == "Friday"
-    assert dated(Answer("parent-teacher meeting", []), [meeting]).text == "parent-teacher meeting"
+    assert complete_date(Answer("Friday", []), [own]).text == "Friday"
+    assert complete_date(Answer("parent-teacher meeting", []), [meeting]).text == "parent-teacher meeting"

@@ -18,7 +18,7 @@ from memsdk.policies import (
     load_prompt,
     memory_r2_policies,
 )
-from memsdk.pipeline.decisions import decided
+from memsdk.pipeline.decisions import decide_with_fallback
 from memsdk.llm.base import Choice, Completion
 from memsdk.effects import Chat, arun, run
 from memsdk.policies.calling.schema import json_schema
@@ -189,16 +189,16 @@ def test_constrained_decoding_sends_the_schema_only_when_supported(memories) -> 
 
 
 def test_dead_backend_falls_back_to_the_heuristic_and_says_so(memories) -> None:
-    # fallback is the pipeline's concern (`decided`): a policy on its own only raises
+    # fallback is the pipeline's concern (`decide_with_fallback`): a policy on its own only raises
     ex = LLMExtractor(ScriptedBackend(down=True), fallback=HeuristicExtractor())
     with pytest.raises(PolicyUnavailable):
         ex.extract(TURN)
-    result = run(decided(ex, "extract", TURN, ()))
+    result = run(decide_with_fallback(ex, "extract", TURN, ()))
     assert result.fallback and result.facts == ["Caroline (on 8 May 2023): " + TURN.text]
     assert ex.stats["fallbacks"] == 1
     with pytest.raises(PolicyUnavailable):
-        run(decided(LLMManager(ScriptedBackend(down=True)), "decide", ["x"], memories))  # no fallback: the caller decides
-    d = run(decided(LLMManager(ScriptedBackend(down=True), fallback=HeuristicManager()), "decide", ["Adopted a dog named Scout"], memories))
+        run(decide_with_fallback(LLMManager(ScriptedBackend(down=True)), "decide", ["x"], memories))  # no fallback: the caller decides
+    d = run(decide_with_fallback(LLMManager(ScriptedBackend(down=True), fallback=HeuristicManager()), "decide", ["Adopted a dog named Scout"], memories))
     assert d.fallback and d.ops[0].op is OpType.ADD
 
 

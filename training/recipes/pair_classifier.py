@@ -198,8 +198,8 @@ def evaluate(probs: np.ndarray, gold: np.ndarray) -> dict[str, Any]:
     np.add.at(confusion, (gold, predicted), 1)
     per_class: dict[str, dict[str, float]] = {}
     for c, relation in enumerate(RELATIONS):
-        tp, said, support = confusion[c, c], confusion[:, c].sum(), confusion[c].sum()
-        precision = tp / said if said else 0.0
+        tp, predicted_count, support = confusion[c, c], confusion[:, c].sum(), confusion[c].sum()
+        precision = tp / predicted_count if predicted_count else 0.0
         recall = tp / support if support else 0.0
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
         per_class[relation] = {"precision": float(precision), "recall": float(recall), "f1": float(f1), "support": int(support)}

@@ -75,8 +75,8 @@ def answer_correct(prediction: str, gold: str, excludes: Iterable[str] = ()) -> 
     """The normalised gold answer occurs in the normalised prediction, and no excluded value
     does ("Austin" is wrong for "where does she live now?" when it also says "Boston"),
     unless it is negated ("gluten-free, not vegetarian")."""
-    said = normalize_answer(prediction)
-    return mentions(said, gold) and not any(mentions(said.replace(f"not {normalize_answer(v)}", " "), v) for v in excludes)
+    answer_text = normalize_answer(prediction)
+    return mentions(answer_text, gold) and not any(mentions(answer_text.replace(f"not {normalize_answer(v)}", " "), v) for v in excludes)
 
 
 # -- the summary ----------------------------------------------------------------------------

@@ -86,8 +86,8 @@ def _words(text: str) -> list[str]:
 def answer_contains(prediction: str, gold: str) -> bool:
     """Every word of ``gold`` occurs in ``prediction`` (normalised, number words as digits)."""
     wanted = _words(gold)
-    said = set(_words(prediction))
-    return bool(wanted) and all(w in said for w in wanted)
+    predicted_words = set(_words(prediction))
+    return bool(wanted) and all(w in predicted_words for w in wanted)
 
 
 def _rate(name: str, hits: Sequence[bool]) -> ClassRow:

@@ -37,9 +37,9 @@ def _demo_path() -> Path:
 
 def _stated_form(answer: str, texts: Iterable[str]) -> str:
     """The longest run of the answer's words that the evidence states ("19 April 2025" is said as "19 April")."""
-    words, said = answer.split(), list(texts)
+    words, evidence = answer.split(), list(texts)
     spans = (" ".join(words[i : i + n]) for n in range(len(words), 0, -1) for i in range(len(words) - n + 1))
-    return next((s for s in spans if any(mentions(t, s) for t in said)), answer)
+    return next((s for s in spans if any(mentions(t, s) for t in evidence)), answer)
 
 
 def demo_scenario(path: str | Path | None = None) -> Scenario:

@@ -216,11 +216,11 @@ class _Builder:
         turns: list[ScenarioTurn] = []
         where: dict[tuple[int, int], str] = {}  # (plan, step) -> turn id
         for s in range(self.sessions):
-            said: list[tuple[str, str, EventClass | None, tuple[str, ...]]] = []
+            session_turns: list[tuple[str, str, EventClass | None, tuple[str, ...]]] = []
 
             def chat(speaker: str) -> None:
                 t = self.template("chitchat")
-                said.append((speaker, t.text, "chitchat", (t.id,)))
+                session_turns.append((speaker, t.text, "chitchat", (t.id,)))
 
             if self.rng.random() < 0.3:
                 chat(self.rng.choice(self.speakers))
@@ -228,19 +228,19 @@ class _Builder:
                 for i, step in enumerate(plan.steps):
                     if step.session != s:
                         continue
-                    if said and said[-1][0] == step.speaker:
+                    if session_turns and session_turns[-1][0] == step.speaker:
                         chat(other[step.speaker])
-                    where[p, i] = f"D{s + 1}:{len(said) + 1}"
-                    said.append((step.speaker, step.text, step.event, step.templates))
+                    where[p, i] = f"D{s + 1}:{len(session_turns) + 1}"
+                    session_turns.append((step.speaker, step.text, step.event, step.templates))
                     if self.rng.random() < 0.6:
                         chat(other[step.speaker])
-            if not said:
+            if not session_turns:
                 chat(a)
                 chat(b)
             start = self.dates[s]
             turns += [
                 ScenarioTurn(speaker=sp, text=text, timestamp=start + timedelta(minutes=2 * k), turn_id=f"D{s + 1}:{k + 1}", event=ev, templates=ids)
-                for k, (sp, text, ev, ids) in enumerate(said)
+                for k, (sp, text, ev, ids) in enumerate(session_turns)
             ]
         facts = [Fact(**fields, stated_in=tuple(where[p, i] for i in steps)) for p, plan in enumerate(plans) for fields, steps in plan.facts]
         episodes = [Episode(event=plan.event, slot=plan.slot, owner=plan.owner, turn_ids=tuple(where[p, i] for i in range(len(plan.steps)))) for p, plan in enumerate(plans)]
