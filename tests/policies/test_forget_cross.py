@@ -36,7 +36,9 @@ def test_the_recipe_writes_a_folder_that_loads_with_its_thresholds(trained: tupl
     assert model.version == "tiny" and model.embedder == SentenceTransformerEmbedder().name
     assert model.intent_at == manifest["intent_at"] and model.relevance_at == manifest["relevance_at"]
     assert 0.0 <= model.intent_at <= 1.0 and 0.0 <= model.relevance_at <= 1.0
-    assert set(provenance["held_out"]) == {"intent", "relevance"} and provenance["data"]["authors"] == ["a", "b"]
+    assert set(provenance["held_out"]) == {"intent", "relevance", "relevance_with_drawn_negatives"} and provenance["data"]["authors"] == ["a", "b"]
+    held = [json.loads(line) for line in (folder / "held_out.jsonl").read_text().splitlines()]
+    assert {h["author"] for h in held} == {"a", "b"} and all(0.0 <= h["score"] <= 1.0 for h in held)
     assert provenance["data"]["requests"] == {"other": 8, "forget": 8, "refuse": 4} and provenance["data"]["hash"].startswith("sha256:")
 
 
@@ -86,7 +88,7 @@ def test_the_shipped_version_says_what_it_was_trained_and_chosen_on() -> None:
     assert model.version == manifest["version"] and model.embedder == SentenceTransformerEmbedder().name
     assert 0 < model.intent_at <= 1 and 0 < model.relevance_at <= 1
     assert "held-out" in manifest["chosen_on"] and manifest["data"]["source"] and len(manifest["data"]["authors"]) >= 2
-    assert set(manifest["held_out"]) == {"intent", "relevance"}
+    assert {"intent", "relevance"} <= set(manifest["held_out"])
 
 
 def test_a_folder_of_another_kind_is_refused(tmp_path: Path) -> None:

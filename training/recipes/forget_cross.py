@@ -15,9 +15,10 @@ The loop reads top to bottom:
                  other requests' topics (`other_topic_pairs`)
     2. held out  for each author: fit on the other authors, predict this one; pool the
                  held-out predictions (phrasings and topics the model never saw)
-    3. choose    the thresholds on the pooled held-out predictions, as the first heads do
-                 (`forget_head.threshold_at`): the lowest at which a forget intent, and an
-                 "about" memory, are right at least ``precision`` of the time
+    3. choose    the thresholds on the pooled held-out predictions of the authors' own
+                 labels, as the first heads do (`forget_head.threshold_at`): the lowest at
+                 which a forget intent, and an "about" memory, are right at least
+                 ``intent_precision`` / ``relevance_precision`` of the time
     4. fit       on every author; write the version's folder with the thresholds, the
                  held-out figures and the data's provenance
 
@@ -81,7 +82,8 @@ class ForgetCrossConfig(BaseModel):
     epochs: int = Field(3, ge=1)
     batch_size: int = Field(32, ge=1)
     other_topics: int = Field(0, ge=0, description="Memories about another request's topic each request meets as negatives (`other_topic_pairs`).")
-    precision: float = Field(0.9, gt=0.0, le=1.0, description="Held-out precision each threshold must reach: a false deletion costs a user's data.")
+    intent_precision: float = Field(0.9, gt=0.0, le=1.0, description="Held-out precision the intent threshold must reach.")
+    relevance_precision: float = Field(0.9, gt=0.0, le=1.0, description="Held-out precision the relevance threshold must reach: with the intent's, it bounds false deletions.")
     held_out: bool = Field(True, description="Choose the thresholds on author-held-out fits (False: reuse ``thresholds``).")
     held_out_authors: tuple[str, ...] | None = Field(None, description="The authors held out one at a time (None: every author); each costs a fit.")
     thresholds: tuple[float, float] | None = Field(None, description="(intent_at, relevance_at) when ``held_out`` is False.")
@@ -97,6 +99,8 @@ class Example:
     second: str | None
     label: int
     author: str
+    #: labelled by its author; False for a negative `other_topic_pairs` drew
+    written: bool = True
 
 
 def examples(requests: Sequence[dict[str, Any]], pairs: Sequence[dict[str, Any]], *, other_topics: int = 0, seed: int = 0) -> list[Example]:
@@ -104,7 +108,9 @@ def examples(requests: Sequence[dict[str, Any]], pairs: Sequence[dict[str, Any]]
     memories (`other_topic_pairs`) that are about another request's topic."""
     intent = [Example("intent", r["text"], None, INTENTS.index(r["label"]), r["author"]) for r in requests]
     rows = [*pairs, *other_topic_pairs(pairs, other_topics, seed)]
-    relevance = [Example("relevance", p[which], p["memory"], int(bool(p["relevant"])), p["author"]) for p in rows for which in ("request", "description")]
+    relevance = [
+        Example("relevance", p[which], p["memory"], int(bool(p["relevant"])), p["author"], written="drawn" not in p) for p in rows for which in ("request", "description")
+    ]
     return intent + relevance
 
 
@@ -131,7 +137,7 @@ def other_topic_pairs(pairs: Sequence[dict[str, Any]], per_request: int, seed: i
             for p in rows if p["relevant"]
         ]
         for memory in rng.sample(pool, min(per_request, len(pool))):
-            out.append({**first, "memory": memory, "relevant": False, "why": "another request's topic"})
+            out.append({**first, "memory": memory, "relevant": False, "why": "another request's topic", "drawn": True})
     return out
 
 
@@ -211,6 +217,14 @@ def _truth(rows: Sequence[Example], task: Task) -> tuple[np.ndarray, np.ndarray]
     return of_task, np.array([e.label == positive for e in rows])
 
 
+def _write_held_out(path: Path, rows: Sequence[Example], scores: np.ndarray) -> None:
+    """Each held-out prediction, for checking another rule later without refitting."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as out:
+        for e, score in zip(rows, scores):
+            out.write(json.dumps({"task": e.task, "author": e.author, "written": e.written, "label": e.label, "score": float(score), "first": e.first, "second": e.second}) + "\n")
+
+
 def train(cfg: ForgetCrossConfig) -> dict[str, Any]:
     threads = torch.get_num_threads()
     if cfg.num_threads is not None:
@@ -227,14 +241,18 @@ def train(cfg: ForgetCrossConfig) -> dict[str, Any]:
                 test = [i for i, e in enumerate(rows) if e.author == author]
                 model = fit(cfg, [e for e in rows if e.author != author], desc=f"without {author}")
                 scores[test] = predict(model, [rows[i] for i in test])
-            judged = np.array([e.author in (cfg.held_out_authors or authors) for e in rows])
+            # chosen on the authors' own labels: a drawn negative can be about the topic after all
+            held_authors = np.array([e.author in (cfg.held_out_authors or authors) for e in rows])
+            judged = held_authors & np.array([e.written for e in rows])
             at = []
-            for task in ("intent", "relevance"):
+            for task, precision in (("intent", cfg.intent_precision), ("relevance", cfg.relevance_precision)):
                 of_task, positive = _truth(rows, task)
-                of_task &= judged
-                t = threshold_at(scores[of_task], positive[of_task], cfg.precision)
+                t = threshold_at(scores[of_task & judged], positive[of_task & judged], precision)
                 at.append(t)
-                held[task] = rates(scores[of_task] >= t, positive[of_task])
+                held[task] = rates(scores[of_task & judged] >= t, positive[of_task & judged])
+            relevance, positive = _truth(rows, "relevance")
+            held["relevance_with_drawn_negatives"] = rates(scores[relevance & held_authors] >= at[1], positive[relevance & held_authors])
+            _write_held_out(cfg.out_dir / "held_out.jsonl", [e for e, h in zip(rows, held_authors) if h], scores[held_authors])
             intent_at, relevance_at = at
         elif cfg.thresholds is not None:
             intent_at, relevance_at = cfg.thresholds
@@ -245,7 +263,7 @@ def train(cfg: ForgetCrossConfig) -> dict[str, Any]:
         torch.set_num_threads(threads)
     model.intent_at, model.relevance_at = intent_at, relevance_at
     provenance = {
-        "chosen_on": f"author-held-out predictions (each of {list(cfg.held_out_authors or authors)} predicted by a model fitted on the others), at precision >= {cfg.precision}" if cfg.held_out else "given",
+        "chosen_on": f"author-held-out predictions (each of {list(cfg.held_out_authors or authors)} predicted by a model fitted on the others) on the authors' own labels, at precision >= {cfg.intent_precision} (intent) and {cfg.relevance_precision} (relevance)" if cfg.held_out else "given",
         "data": {
             "source": "training/data/forget: requests-*.jsonl and relevance-*.jsonl, each author writing without seeing the other's files, any evaluation file or the forget rules",
             "requests": {label: sum(r["label"] == label for r in requests) for label in INTENTS}, "relevance_pairs": len(pairs), "authors": authors,
