@@ -245,7 +245,8 @@ def train(cfg: ForgetCrossConfig) -> dict[str, Any]:
             held_authors = np.array([e.author in (cfg.held_out_authors or authors) for e in rows])
             judged = held_authors & np.array([e.written for e in rows])
             at = []
-            for task, precision in (("intent", cfg.intent_precision), ("relevance", cfg.relevance_precision)):
+            targets: tuple[tuple[Task, float], ...] = (("intent", cfg.intent_precision), ("relevance", cfg.relevance_precision))
+            for task, precision in targets:
                 of_task, positive = _truth(rows, task)
                 t = threshold_at(scores[of_task & judged], positive[of_task & judged], precision)
                 at.append(t)
