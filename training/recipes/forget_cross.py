@@ -128,14 +128,12 @@ def other_topic_pairs(pairs: Sequence[dict[str, Any]], per_request: int, seed: i
     groups: dict[str, list[dict[str, Any]]] = {}
     for p in pairs:
         groups.setdefault(p["group"], []).append(p)
+    topics = {group: _topic_words(members[0]["description"]) for group, members in groups.items()}
     out: list[dict[str, Any]] = []
     for group, members in groups.items():
         first = members[0]
-        words = _topic_words(first["description"])
-        pool = [
-            p["memory"] for other, rows in groups.items() if other != group and rows[0]["author"] == first["author"] and not words & _topic_words(rows[0]["description"])
-            for p in rows if p["relevant"]
-        ]
+        unrelated = [other for other, rows in groups.items() if other != group and rows[0]["author"] == first["author"] and not topics[group] & topics[other]]
+        pool = [p["memory"] for other in unrelated for p in groups[other] if p["relevant"]]
         for memory in rng.sample(pool, min(per_request, len(pool))):
             out.append({**first, "memory": memory, "relevant": False, "why": "another request's topic", "drawn": True})
     return out
